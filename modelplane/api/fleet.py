@@ -1,0 +1,72 @@
+"""The Fleet: the whole stack config as one validated object, keyed the way users address it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .errors import ConfigIssue
+from .inference_class import InferenceClass
+from .inference_cluster import InferenceCluster
+from .inference_gateway import InferenceGateway
+from .model_cache import ModelCache
+from .model_deployment import ModelDeployment
+from .model_service import ModelEndpoint, ModelService
+from .serving_stack import ServingStack, ServingStackConfig
+
+
+@dataclass(frozen=True, order=True)
+class NamespacedName:
+    """Identity of a namespaced object. Two same-named deployments in two namespaces are two objects."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    inference_classes: dict[str, InferenceClass] = field(default_factory=dict)
+    inference_clusters: dict[str, InferenceCluster] = field(default_factory=dict)
+    inference_gateway: InferenceGateway | None = None
+    model_deployments: dict[NamespacedName, ModelDeployment] = field(default_factory=dict)
+    model_services: dict[NamespacedName, ModelService] = field(default_factory=dict)
+    model_caches: dict[NamespacedName, ModelCache] = field(default_factory=dict)
+    model_endpoints: dict[NamespacedName, ModelEndpoint] = field(default_factory=dict)
+    serving_stack: ServingStackConfig | None = None
+    warnings: tuple[ConfigIssue, ...] = ()
+
+    def counts(self) -> dict[str, int]:
+        """Objects per kind, in the order users read them."""
+        return {
+            "InferenceClass": len(self.inference_classes),
+            "InferenceCluster": len(self.inference_clusters),
+            "InferenceGateway": 1 if self.inference_gateway else 0,
+            "ModelDeployment": len(self.model_deployments),
+            "ModelService": len(self.model_services),
+            "ModelCache": len(self.model_caches),
+            "ModelEndpoint": len(self.model_endpoints),
+        }
+
+    def summary(self) -> str:
+        counts = self.counts()
+        replicas = sum(d.replicas for d in self.model_deployments.values())
+        parts = [f"{n} {kind if n == 1 else _plural(kind)}" for kind, n in counts.items()]
+        return ", ".join(parts) + f"; {replicas} replica{'' if replicas == 1 else 's'} requested"
+
+    def serving_stack_for(self, cluster: str) -> ServingStack:
+        return ServingStack.effective(self.serving_stack, self.inference_clusters[cluster].serving_stack)
+
+    def clusters_matching(self, match_labels: dict[str, str] | None) -> list[str]:
+        """Names (sorted) of clusters whose labels contain every pair of `match_labels`."""
+        wanted = match_labels or {}
+        return sorted(name for name, cluster in self.inference_clusters.items()
+                      if all(cluster.labels.get(k) == v for k, v in wanted.items()))
+
+    def deployments_in(self, namespace: str) -> Iterator[tuple[NamespacedName, ModelDeployment]]:
+        return ((key, d) for key, d in sorted(self.model_deployments.items()) if key.namespace == namespace)
+
+
+def _plural(noun: str) -> str:
+    return noun + ("es" if noun.endswith("s") else "s")

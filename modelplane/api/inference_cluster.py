@@ -1,0 +1,229 @@
+"""InferenceCluster: a workload cluster, where it comes from, its node pools, labels and taints."""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from . import syntax
+from .common import ApiModel, Labels, LabelValue, QualifiedName, Rules, SecretValue, duplicates
+from .serving_stack import ServingStackConfig
+
+# kind node image for the demo: Kubernetes >= 1.34.2 (the 1.34.0 kubelet DRA deadlock is fixed),
+# pinned by digest so every laptop runs the same bits.
+DEFAULT_KIND_NODE_IMAGE = (
+    "kindest/node:v1.34.3@sha256:08497ee19eace7b4b5348db5c6a1591d7752b164530a36f855cb0f2bdcbadd48"
+)
+
+SourceName = Literal["Existing", "Kind", "EKS", "GKE", "AKS"]
+_UNSUPPORTED_SOURCES = {"Nebius", "Vultr"}
+
+_AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+
+
+def _cidr(value: str) -> str:
+    if (problem := syntax.cidr_problem(value)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+
+
+class CacheStorage(ApiModel):
+    storage_class_name: str = Field(min_length=1, max_length=253)
+
+
+class ExistingSource(ApiModel):
+    """A cluster you already run, reached through a kubeconfig kept as a Pulumi secret."""
+
+    kubeconfig: SecretValue
+    context: str | None = Field(default=None, min_length=1)
+    cache: CacheStorage | None = None  # an RWX StorageClass, needed only for ModelCache
+
+
+class KindSource(ApiModel):
+    """A local kind cluster, created with `kind create cluster` through pulumi-command."""
+
+    cluster_name: str | None = Field(default=None, min_length=1, max_length=40)
+    node_image: str = Field(default=DEFAULT_KIND_NODE_IMAGE, min_length=1)
+
+
+class EKSNetworking(ApiModel):
+    vpc_cidr: Cidr = "10.0.0.0/16"
+    subnet_cidrs: list[Cidr] = Field(default_factory=lambda: ["10.0.0.0/20", "10.0.16.0/20", "10.0.32.0/20"],
+                                     min_length=2, max_length=6)
+
+
+class EKSSource(ApiModel):
+    region: str = Field(min_length=1, max_length=32)
+    kubernetes_version: str = "1.36"
+    networking: EKSNetworking = Field(default_factory=EKSNetworking)
+
+
+class GKENetworking(ApiModel):
+    pod_cidr: Cidr = "10.1.0.0/16"
+    service_cidr: Cidr = "10.2.0.0/16"
+    node_cidr: Cidr = "10.0.0.0/24"
+
+
+class GKESource(ApiModel):
+    region: str = Field(min_length=1, max_length=32)
+    project: str | None = Field(default=None, min_length=1)  # default: the gcp:project config
+    kubernetes_version: str = "1.35"
+    networking: GKENetworking = Field(default_factory=GKENetworking)
+
+
+class AKSNetworking(ApiModel):
+    vnet_cidr: Cidr = "10.0.0.0/16"
+    subnet_cidr: Cidr = "10.0.0.0/20"
+
+
+class AKSSource(ApiModel):
+    location: str = Field(min_length=1, max_length=32)
+    resource_group_name: str | None = Field(default=None, min_length=1, max_length=90)
+    kubernetes_version: str = "1.34"
+    networking: AKSNetworking = Field(default_factory=AKSNetworking)
+
+
+class ClusterSource(ApiModel):
+    """Where a cluster comes from. Each source has its own block, named after it in lower case."""
+
+    source: SourceName
+    existing: ExistingSource | None = None
+    kind: KindSource | None = None
+    eks: EKSSource | None = None
+    gke: GKESource | None = None
+    aks: AKSSource | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _explain_unsupported_sources(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("source") in _UNSUPPORTED_SOURCES:
+            raise ValueError(f"source {data['source']} is not supported by this implementation; provision the cluster "
+                             "yourself and use source: Existing with its kubeconfig")
+        if isinstance(data, dict) and data.get("source") == "Kind" and data.get("kind") is None:
+            data = {**data, "kind": {}}  # every kind setting has a default
+        return data
+
+    @model_validator(mode="after")
+    def _one_block_for_the_source(self) -> "ClusterSource":
+        rules = Rules()
+        wanted = self.source.lower()
+        rules.check(getattr(self, wanted) is not None, [wanted], f"source {self.source} requires the '{wanted}' block")
+        for other in ("existing", "kind", "eks", "gke", "aks"):
+            if other != wanted and getattr(self, other) is not None:
+                rules.fail([other], f"block '{other}' does not apply to source {self.source}; remove it or change source")
+        rules.raise_if_any()
+        return self
+
+    @property
+    def is_cloud(self) -> bool:
+        return self.source in ("EKS", "GKE", "AKS")
+
+    def block(self) -> ExistingSource | KindSource | EKSSource | GKESource | AKSSource:
+        return getattr(self, self.source.lower())
+
+
+class Taint(ApiModel):
+    key: QualifiedName = Field(min_length=1)
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "NoExecute"]
+
+
+class CapacityBlock(ApiModel):
+    capacity_reservation_id: str = Field(min_length=4, max_length=64, pattern=r"^cr-[0-9a-f]+$")
+
+
+class InfiniBand(ApiModel):
+    fabric: str = Field(min_length=1, max_length=63)
+
+
+class Fabric(ApiModel):
+    type: Literal["None", "EFA", "InfiniBand"] = "None"
+    infiniband: InfiniBand | None = None
+
+    @model_validator(mode="after")
+    def _block_only_for_infiniband(self) -> "Fabric":
+        rules = Rules()
+        rules.check(self.infiniband is None or self.type == "InfiniBand", ["infiniband"],
+                    "is only valid when type is InfiniBand")
+        rules.raise_if_any()
+        return self
+
+
+class NodePool(ApiModel):
+    name: LabelValue = Field(min_length=1, max_length=40)  # becomes the node label modelplane.ai/pool=<name>
+    class_name: str = Field(min_length=1, max_length=253)
+    node_count: int = Field(default=1, ge=0)
+    min_node_count: int | None = Field(default=None, ge=0)
+    max_node_count: int | None = Field(default=None, ge=1)
+    zones: list[str] | None = None
+    capacity_block: CapacityBlock | None = None
+    fabric: Fabric | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "NodePool":
+        rules = Rules()
+        low, high = self.min_node_count, self.max_node_count
+        if low is not None and high is not None:
+            rules.check(low <= high, ["minNodeCount"], f"must not exceed maxNodeCount ({low} > {high})")
+        if low is not None:
+            rules.check(self.node_count >= low, ["nodeCount"], f"must be at least minNodeCount ({self.node_count} < {low})")
+        if high is not None:
+            rules.check(self.node_count <= high, ["nodeCount"], f"must not exceed maxNodeCount ({self.node_count} > {high})")
+        for i, zone in duplicates(self.zones or []):
+            rules.fail(["zones", i], f"zone '{zone}' is listed twice")
+        rules.raise_if_any()
+        return self
+
+    @property
+    def fabric_type(self) -> str:
+        return self.fabric.type if self.fabric else "None"
+
+
+class InferenceCluster(ApiModel):
+    labels: Labels = Field(default_factory=dict)  # what clusterSelector.matchLabels matches
+    cluster: ClusterSource
+    taints: list[Taint] = Field(default_factory=list)
+    node_pools: list[NodePool] = Field(default_factory=list, max_length=8)
+    serving_stack: ServingStackConfig | None = None  # per-cluster overrides of modelplane:servingStack
+
+    @model_validator(mode="after")
+    def _pool_rules(self) -> "InferenceCluster":
+        rules = Rules()
+        source = self.cluster.source
+        for i, name in duplicates(p.name for p in self.node_pools):
+            rules.fail(["nodePools", i, "name"], f"pool '{name}' is listed twice; pool names must be unique in a cluster")
+        for i, (key, effect) in duplicates((t.key, t.effect) for t in self.taints):
+            rules.fail(["taints", i], f"taint {key}:{effect} is listed twice")
+        for i, pool in enumerate(self.node_pools):
+            at = ["nodePools", i]
+            if source == "AKS":
+                rules.check(bool(_AKS_POOL_NAME.match(pool.name)), at + ["name"],
+                            f"'{pool.name}' is not a valid AKS agent pool name: 1-12 lower-case letters and digits, starting with a letter")
+            if source == "EKS":
+                rules.check(bool(pool.zones), at + ["zones"],
+                            "is required on EKS: GPU instance types exist only in some zones (e.g. [us-east-1a])")
+            if source == "GKE":
+                rules.check(bool(pool.zones), at + ["zones"],
+                            "is required on GKE: accelerators exist only in some zones (e.g. [us-central1-a])")
+                if pool.zones and self.cluster.gke:
+                    for z, zone in enumerate(pool.zones):
+                        rules.check(zone.startswith(self.cluster.gke.region + "-"), at + ["zones", z],
+                                    f"zone '{zone}' is not in region {self.cluster.gke.region}")
+            if source == "AKS" and pool.zones:
+                rules.check(len(pool.zones) <= 3, at + ["zones"], "AKS takes at most 3 zones (e.g. ['1', '2', '3'])")
+            if pool.capacity_block is not None:
+                rules.check(source == "EKS", at + ["capacityBlock"], "capacity blocks exist only on EKS")
+            fabric = pool.fabric_type
+            if fabric == "EFA":
+                rules.check(source == "EKS", at + ["fabric", "type"], "EFA exists only on EKS")
+            if fabric == "InfiniBand":
+                rules.check(source == "AKS", at + ["fabric", "type"], "InfiniBand is supported only on AKS")
+        rules.raise_if_any()
+        return self
+
+    def pool(self, name: str) -> NodePool | None:
+        return next((p for p in self.node_pools if p.name == name), None)

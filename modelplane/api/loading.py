@@ -1,0 +1,168 @@
+"""Stack config (plain data, keyed by name) -> a validated Fleet, or a ConfigError listing every problem.
+
+The same function serves the Pulumi program (values from `pulumi.Config`, secrets decrypted) and
+the CLI (values from a stack file, secrets still encrypted), so both reject the same input.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping
+
+from pydantic import BaseModel, ValidationError
+
+from . import syntax
+from .common import SecretValue
+from .errors import ConfigError, ConfigIssue, PathPart
+from .fleet import Fleet, NamespacedName
+from .inference_class import InferenceClass
+from .inference_cluster import InferenceCluster
+from .inference_gateway import InferenceGateway
+from .issues import issues_from_validation
+from .model_cache import ModelCache
+from .model_deployment import ModelDeployment, deployment_name_problem
+from .model_service import ModelEndpoint, ModelService
+from .references import check_references
+from .serving_stack import ServingStackConfig
+
+Origin = Literal["stack-file", "pulumi"]
+
+_RESERVED_NAMESPACES = {"modelplane-system", "kube-system", "kube-public", "kube-node-lease"}
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One top-level config key: its model, whether it is namespaced, and what names it takes."""
+
+    model: type[BaseModel]
+    scope: Literal["cluster", "namespaced", "single"]
+    name_problem: Callable[[str], str | None] | None = None
+
+
+def _namespace_problem(name: str) -> str | None:
+    if name in _RESERVED_NAMESPACES:
+        return f"namespace '{name}' is reserved for the system; use a team namespace such as 'ml-team'"
+    return syntax.dns_label_problem(name)
+
+
+KINDS: dict[str, KindSpec] = {
+    "inferenceClasses": KindSpec(InferenceClass, "cluster", syntax.dns_subdomain_problem),
+    "inferenceClusters": KindSpec(InferenceCluster, "cluster", syntax.dns_label_problem),
+    "inferenceGateway": KindSpec(InferenceGateway, "single"),
+    "modelDeployments": KindSpec(ModelDeployment, "namespaced", deployment_name_problem),
+    "modelServices": KindSpec(ModelService, "namespaced", syntax.dns_label_problem),
+    "modelCaches": KindSpec(ModelCache, "namespaced", syntax.dns_label_problem),
+    "modelEndpoints": KindSpec(ModelEndpoint, "namespaced", syntax.dns_1035_label_problem),
+    "servingStack": KindSpec(ServingStackConfig, "single"),
+}
+
+_FLEET_FIELDS = {
+    "inferenceClasses": "inference_classes", "inferenceClusters": "inference_clusters",
+    "inferenceGateway": "inference_gateway", "modelDeployments": "model_deployments",
+    "modelServices": "model_services", "modelCaches": "model_caches", "modelEndpoints": "model_endpoints",
+    "servingStack": "serving_stack",
+}
+
+
+def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file") -> Fleet:
+    """Validate `config` (keys without the `modelplane:` prefix) into a Fleet.
+
+    Raises ConfigError with every issue found; each entity is validated on its own, so one bad
+    deployment does not hide the problems of another.
+    """
+    issues: list[ConfigIssue] = []
+    parsed: dict[str, Any] = {}
+    for key in config:
+        if key not in KINDS:
+            close = difflib.get_close_matches(key, KINDS, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(KINDS)}"
+            issues.append(ConfigIssue((key,), f"unknown config key{hint}"))
+    for key, spec in KINDS.items():
+        value = config.get(key)
+        if value is None:
+            parsed[key] = None if spec.scope == "single" else {}
+            continue
+        parsed[key] = _parse_kind(key, spec, value, issues)
+    fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
+    errors, warnings = check_references(fleet)
+    issues += errors
+    if origin == "stack-file":
+        warnings += _plaintext_secrets(config)
+    if issues:
+        raise ConfigError(issues)
+    return Fleet(**{**fleet.__dict__, "warnings": tuple(sorted(set(warnings), key=ConfigIssue.sort_key))})
+
+
+def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue]) -> Any:
+    if isinstance(value, SecretValue):
+        issues.append(ConfigIssue((key,), "is encrypted as a whole; encrypt only the secret leaves "
+                                          "(`pulumi config set --secret --path 'modelplane:<key>.<...>.kubeconfig'`)"))
+        return None if spec.scope == "single" else {}
+    if spec.scope == "single":
+        return _validate(spec.model, value, (key,), issues)
+    if not isinstance(value, Mapping):
+        what = "namespace to name to object" if spec.scope == "namespaced" else "name to object"
+        issues.append(ConfigIssue((key,), f"must be a mapping of {what} (got {type(value).__name__})"))
+        return {}
+    result: dict[Any, Any] = {}
+    for outer, inner in value.items():
+        outer = str(outer)
+        if spec.scope == "cluster":
+            if _name_ok(spec.name_problem, outer, (key, outer), issues):
+                if (obj := _validate(spec.model, inner, (key, outer), issues)) is not None:
+                    result[outer] = obj
+            continue
+        if not _name_ok(_namespace_problem, outer, (key, outer), issues):
+            continue
+        if inner is None:
+            continue
+        if not isinstance(inner, Mapping):
+            issues.append(ConfigIssue((key, outer), f"must be a mapping of name to object (got {type(inner).__name__}); "
+                                                    f"objects are grouped by namespace: {key}.<namespace>.<name>"))
+            continue
+        for name, body in inner.items():
+            name = str(name)
+            if _name_ok(spec.name_problem, name, (key, outer, name), issues):
+                if (obj := _validate(spec.model, body, (key, outer, name), issues)) is not None:
+                    result[NamespacedName(outer, name)] = obj
+    return result
+
+
+def _name_ok(problem: Callable[[str], str | None] | None, name: str, path: tuple, issues: list[ConfigIssue]) -> bool:
+    message = problem(name) if problem else None
+    if message:
+        issues.append(ConfigIssue(path, f"invalid name '{name}': {message}"))
+    return message is None
+
+
+def _validate(model: type[BaseModel], body: Any, path: tuple[PathPart, ...], issues: list[ConfigIssue]) -> Any:
+    if body is None:
+        issues.append(ConfigIssue(path, "is empty; it needs its fields (see the README's config reference)"))
+        return None
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        issues.extend(issues_from_validation(error, path, model))
+        return None
+
+
+def _plaintext_secrets(config: Mapping[str, Any]) -> list[ConfigIssue]:
+    """Secret-typed fields written in plain text in a stack file (they would be committed unencrypted)."""
+    found = []
+    secret_fields = {"kubeconfig", "token"}
+
+    def walk(value: Any, path: tuple[PathPart, ...]) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if k in ("labels", "matchLabels", "annotations"):
+                    continue
+                if k in secret_fields and isinstance(v, str):
+                    found.append(ConfigIssue(path + (k,), "is stored in plain text in the stack file; encrypt it: "
+                                             "`pulumi config set --secret --path '<this path>' <value>`"))
+                walk(v, path + (k,))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, path + (i,))
+
+    walk(config, ())
+    return found

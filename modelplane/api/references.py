@@ -1,0 +1,169 @@
+"""Checks across objects: references resolve, names do not clash, selectors can select something.
+
+Returns (errors, warnings). Warnings are things that are legal but probably not what was meant.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+from .cel_syntax import cel_syntax_problem
+from .errors import ConfigIssue
+from .fleet import Fleet, NamespacedName
+from .model_deployment import ModelDeployment
+
+DEPLOYMENT_LABEL = "modelplane.ai/deployment"
+CLUSTER_LABEL = "modelplane.ai/cluster"
+INDEX_LABEL = "modelplane.ai/replica-index"
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return f"; known: {', '.join(known)}" if known else "; none are defined"
+
+
+def check_references(fleet: Fleet) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
+    errors: list[ConfigIssue] = []
+    warnings: list[ConfigIssue] = []
+    _check_clusters(fleet, errors, warnings)
+    _check_gateway(fleet, errors)
+    _check_deployments(fleet, errors, warnings)
+    _check_services(fleet, errors)
+    _check_caches(fleet, warnings)
+    return errors, warnings
+
+
+def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue]) -> None:
+    for name, cluster in sorted(fleet.inference_clusters.items()):
+        source = cluster.cluster.source
+        for i, pool in enumerate(cluster.node_pools):
+            at = ("inferenceClusters", name, "nodePools", i)
+            cls = fleet.inference_classes.get(pool.class_name)
+            if cls is None:
+                errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' is not defined in "
+                                          f"modelplane:inferenceClasses{_did_you_mean(pool.class_name, fleet.inference_classes)}"))
+                continue
+            if cluster.cluster.is_cloud:
+                prov = cls.provisioning
+                if prov is None or prov.provider != source:
+                    has = f"it provisions on {prov.provider}" if prov else "it has no provisioning block"
+                    errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' cannot provision a "
+                                              f"{source} node pool ({has}); add provisioning.provider: {source} with its "
+                                              f"'{source.lower()}' block, or use another class"))
+            if not cls.claimable:
+                warnings.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' has only Synthetic "
+                                            "devices: no engine can be placed on this pool (one DRA device is needed)"))
+            if source in ("EKS", "AKS") and pool.min_node_count == 0:
+                warnings.append(ConfigIssue(at + ("minNodeCount",), f"{source}'s cluster autoscaler cannot scale a DRA GPU "
+                                            "pool up from zero nodes; keep minNodeCount at 1 or more"))
+    kind_names: dict[str, tuple] = {}
+    clusters = [(("inferenceClusters", n), c.cluster) for n, c in sorted(fleet.inference_clusters.items())]
+    if fleet.inference_gateway:
+        clusters.append((("inferenceGateway",), fleet.inference_gateway.cluster))
+    for path, source in clusters:
+        if source.kind is None:
+            continue
+        kind_name = source.kind.cluster_name or (path[-1] if len(path) == 2 else fleet.inference_gateway.cluster_name)
+        if kind_name in kind_names:
+            errors.append(ConfigIssue(path + ("cluster", "kind", "clusterName"), f"kind cluster name '{kind_name}' is "
+                                      f"already used by {'.'.join(map(str, kind_names[kind_name]))}; give each kind cluster its own"))
+        kind_names[kind_name] = path
+
+
+def _check_gateway(fleet: Fleet, errors: list[ConfigIssue]) -> None:
+    gateway = fleet.inference_gateway
+    if gateway and gateway.cluster_name in fleet.inference_clusters:
+        errors.append(ConfigIssue(("inferenceGateway", "clusterName"), f"'{gateway.cluster_name}' is also an "
+                                  "InferenceCluster; the front door runs on its own cluster, give it another name"))
+    if gateway is None and fleet.model_services:
+        first = min(fleet.model_services)
+        errors.append(ConfigIssue(("modelServices", first.namespace, first.name), "a ModelService needs the front door: "
+                                  "set modelplane:inferenceGateway (backend Traefik and the cluster it runs on)"))
+
+
+def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue]) -> None:
+    for key, deployment in sorted(fleet.model_deployments.items()):
+        at = ("modelDeployments", key.namespace, key.name, "template", "spec")
+        spec = deployment.spec
+        selector = dict((spec.cluster_selector.match_labels or {}) if spec.cluster_selector else {})
+        if spec.model_cache_ref is not None:
+            ref = NamespacedName(key.namespace, spec.model_cache_ref.name)
+            cache = fleet.model_caches.get(ref)
+            if cache is None:
+                elsewhere = sorted(k.namespace for k in fleet.model_caches if k.name == ref.name)
+                hint = (f"; a ModelCache of that name exists in {', '.join(elsewhere)}, but the reference is to the "
+                        f"deployment's own namespace" if elsewhere else
+                        _did_you_mean(ref.name, [k.name for k in fleet.model_caches if k.namespace == key.namespace]))
+                errors.append(ConfigIssue(at + ("modelCacheRef", "name"), f"ModelCache '{ref.name}' is not defined in "
+                                          f"namespace '{key.namespace}'{hint}"))
+            elif cache.cluster_selector and cache.cluster_selector.match_labels:
+                selector.update(cache.cluster_selector.match_labels)  # the cache wins on a clash, as upstream
+        if fleet.inference_clusters and not fleet.clusters_matching(selector):
+            pairs = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            warnings.append(ConfigIssue(at + ("clusterSelector",), f"no InferenceCluster has the labels {pairs} "
+                                        "(with the ModelCache's selector, if any): nothing will be scheduled"))
+        for e, engine in enumerate(spec.engines):
+            for m, member in enumerate(engine.members):
+                for r, request in enumerate(member.node_selector.devices if member.node_selector else []):
+                    for s, selector_expr in enumerate(request.selectors):
+                        problem = cel_syntax_problem(selector_expr.cel)
+                        if problem:
+                            errors.append(ConfigIssue(at + ("engines", e, "members", m, "nodeSelector", "devices", r,
+                                                            "selectors", s, "cel"), problem))
+
+
+def _possible_endpoint_labels_match(deployment: ModelDeployment, name: str, clusters: set[str],
+                                    wanted: dict[str, str]) -> bool:
+    """Could an endpoint of one of this deployment's replicas carry every label in `wanted`?"""
+    for k, v in wanted.items():
+        if k == DEPLOYMENT_LABEL:
+            ok = v == name
+        elif k == CLUSTER_LABEL:
+            ok = v in clusters
+        elif k == INDEX_LABEL:
+            ok = v.isdigit() and str(int(v)) == v and int(v) < deployment.replicas
+        else:
+            ok = deployment.labels.get(k) == v
+        if not ok:
+            return False
+    return True
+
+
+def _check_services(fleet: Fleet, errors: list[ConfigIssue]) -> None:
+    clusters = set(fleet.inference_clusters)
+    for key, service in sorted(fleet.model_services.items()):
+        for i, endpoint in enumerate(service.endpoints):
+            wanted = endpoint.selector.match_labels or {}
+            could = any(_possible_endpoint_labels_match(d, k.name, clusters, wanted)
+                        for k, d in fleet.deployments_in(key.namespace))
+            could = could or any(all(e.labels.get(k) == v for k, v in wanted.items())
+                                 for k, e in fleet.model_endpoints.items() if k.namespace == key.namespace)
+            if not could:
+                pairs = ", ".join(f"{k}={v}" for k, v in sorted(wanted.items())) or "(any)"
+                names = [k.name for k, _ in fleet.deployments_in(key.namespace)]
+                names += [k.name for k in fleet.model_endpoints if k.namespace == key.namespace]
+                known = f" (there: {', '.join(sorted(names))})" if names else " (it has none)"
+                errors.append(ConfigIssue(("modelServices", key.namespace, key.name, "endpoints", i, "selector", "matchLabels"),
+                                          f"selects nothing: no ModelDeployment's replicas and no ModelEndpoint in namespace "
+                                          f"'{key.namespace}'{known} can carry the labels {pairs}; select e.g. "
+                                          f"{DEPLOYMENT_LABEL}: <deployment name>"))
+
+
+def _check_caches(fleet: Fleet, warnings: list[ConfigIssue]) -> None:
+    for key, cache in sorted(fleet.model_caches.items()):
+        matched = fleet.clusters_matching(cache.cluster_selector.match_labels if cache.cluster_selector else None)
+        with_storage = [c for c in matched if _has_rwx_storage(fleet, c)]
+        if fleet.inference_clusters and not with_storage:
+            warnings.append(ConfigIssue(("modelCaches", key.namespace, key.name), "no matching InferenceCluster has "
+                                        "ReadWriteMany storage (cloud clusters do; an Existing cluster needs "
+                                        "existing.cache.storageClassName; Kind has none): the cache stages nowhere"))
+
+
+def _has_rwx_storage(fleet: Fleet, cluster: str) -> bool:
+    source = fleet.inference_clusters[cluster].cluster
+    if source.is_cloud:
+        return True
+    return source.source == "Existing" and source.existing is not None and source.existing.cache is not None

@@ -1,0 +1,95 @@
+"""`modelplane` command line: works offline, without the Pulumi CLI or any cloud SDK.
+
+Exit codes: 0 success, 2 invalid input (every problem listed, no traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .api import ConfigError, Fleet, ModelplaneError, load_fleet
+from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
+
+EXIT_OK, EXIT_INVALID = 0, 2
+
+
+def _stack_source(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="stack name: reads <project>/stacks/Pulumi.<stack>.yaml")
+    source.add_argument("--config", type=Path, metavar="FILE", help="any stack file in Pulumi's format")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="modelplane", description="Fleet control plane for AI inference.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    validate = commands.add_parser("validate", help="check a stack's config and list every problem")
+    _stack_source(validate)
+    return parser
+
+
+def resolve_stack_file(stack: str | None, config: Path | None) -> Path:
+    if config is not None:
+        return config
+    project_dir = find_project_dir(Path.cwd())
+    if project_dir is None:
+        raise ModelplaneError("no Pulumi.yaml here or above; run from the project folder or pass --config FILE")
+    return stack_file_path(stack or "", project_dir)
+
+
+def load(stack: str | None, config: Path | None) -> tuple[StackFile, Fleet]:
+    stack_file = read_stack_file(resolve_stack_file(stack, config))
+    issues = list(stack_file.issues)
+    fleet = None
+    try:
+        fleet = load_fleet(stack_file.config, origin="stack-file")
+    except ConfigError as error:
+        issues += error.issues
+    if issues or fleet is None:
+        error = ConfigError(issues)
+        error.stack_file = stack_file  # lets the printer add line numbers
+        raise error
+    return stack_file, fleet
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _located(stack_file: StackFile | None, issue) -> str:
+    line = stack_file.line_of(issue.path) if stack_file else None
+    return f"{issue}" + (f"  [{_shown(stack_file.path)}:{line}]" if line else "")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    stack_file, fleet = load(args.stack, args.config)
+    for warning in fleet.warnings:
+        print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
+    print(f"valid: {_shown(stack_file.path)}: {fleet.summary()}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"validate": cmd_validate}[args.command](args)
+    except ConfigError as error:
+        stack_file = getattr(error, "stack_file", None)
+        noun = "error" if len(error.issues) == 1 else "errors"
+        where = f" in {_shown(stack_file.path)}" if stack_file else ""
+        print(f"error: {len(error.issues)} {noun}{where}:", file=sys.stderr)
+        for issue in error.issues:
+            print(f"  {_located(stack_file, issue)}", file=sys.stderr)
+        return EXIT_INVALID
+    except ModelplaneError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
