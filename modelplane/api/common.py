@@ -1,6 +1,7 @@
 """Building blocks shared by every kind: the model base, rule violations, secrets, label maps."""
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Callable, Iterable, Sequence
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler
@@ -161,3 +162,13 @@ class LabelSelector(ApiModel):
 
 class LocalRef(ApiModel):
     name: str = Field(min_length=1)
+
+
+def decode_top_level(value: Any) -> Any:
+    """Pulumi stores `pulumi config set key '{"a": 1}'` (without --path) as a JSON string."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value

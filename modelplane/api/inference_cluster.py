@@ -100,10 +100,11 @@ class ClusterSource(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _explain_unsupported_sources(cls, data: object) -> object:
-        if isinstance(data, dict) and data.get("source") in _UNSUPPORTED_SOURCES:
+        source = data.get("source") if isinstance(data, dict) else None
+        if isinstance(source, str) and source in _UNSUPPORTED_SOURCES:
             raise ValueError(f"source {data['source']} is not supported by this implementation; provision the cluster "
                              "yourself and use source: Existing with its kubeconfig")
-        if isinstance(data, dict) and data.get("source") == "Kind" and data.get("kind") is None:
+        if source == "Kind" and data.get("kind") is None:
             data = {**data, "kind": {}}  # every kind setting has a default
         return data
 

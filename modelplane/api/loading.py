@@ -12,7 +12,7 @@ from typing import Any, Callable, Literal, Mapping
 from pydantic import BaseModel, ValidationError
 
 from . import syntax
-from .common import SecretValue
+from .common import SecretValue, decode_top_level
 from .errors import ConfigError, ConfigIssue, PathPart
 from .fleet import Fleet, NamespacedName
 from .inference_class import InferenceClass
@@ -72,19 +72,20 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file") -> Flee
     """
     issues: list[ConfigIssue] = []
     parsed: dict[str, Any] = {}
+    broken: set[tuple[str, Any]] = set()  # (key, name) of objects that failed on their own
     for key in config:
         if key not in KINDS:
             close = difflib.get_close_matches(key, KINDS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(KINDS)}"
             issues.append(ConfigIssue((key,), f"unknown config key{hint}"))
     for key, spec in KINDS.items():
-        value = config.get(key)
+        value = decode_top_level(config.get(key))
         if value is None:
             parsed[key] = None if spec.scope == "single" else {}
             continue
-        parsed[key] = _parse_kind(key, spec, value, issues)
+        parsed[key] = _parse_kind(key, spec, value, issues, broken)
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
-    errors, warnings = check_references(fleet)
+    errors, warnings = check_references(fleet, broken)
     issues += errors
     if origin == "stack-file":
         warnings += _plaintext_secrets(config)
@@ -93,7 +94,7 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file") -> Flee
     return Fleet(**{**fleet.__dict__, "warnings": tuple(sorted(set(warnings), key=ConfigIssue.sort_key))})
 
 
-def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue]) -> Any:
+def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue], broken: set[tuple[str, Any]]) -> Any:
     if isinstance(value, SecretValue):
         issues.append(ConfigIssue((key,), "is encrypted as a whole; encrypt only the secret leaves "
                                           "(`pulumi config set --secret --path 'modelplane:<key>.<...>.kubeconfig'`)"))
@@ -111,6 +112,8 @@ def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue])
             if _name_ok(spec.name_problem, outer, (key, outer), issues):
                 if (obj := _validate(spec.model, inner, (key, outer), issues)) is not None:
                     result[outer] = obj
+                    continue
+            broken.add((key, outer))
             continue
         if not _name_ok(_namespace_problem, outer, (key, outer), issues):
             continue
@@ -125,6 +128,8 @@ def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue])
             if _name_ok(spec.name_problem, name, (key, outer, name), issues):
                 if (obj := _validate(spec.model, body, (key, outer, name), issues)) is not None:
                     result[NamespacedName(outer, name)] = obj
+                    continue
+            broken.add((key, NamespacedName(outer, name)))
     return result
 
 

@@ -25,24 +25,28 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; known: {', '.join(known)}" if known else "; none are defined"
 
 
-def check_references(fleet: Fleet) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
+def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
+    """`broken` names objects that failed validation on their own: references to them are not
+    reported again, so one mistake yields one error."""
     errors: list[ConfigIssue] = []
     warnings: list[ConfigIssue] = []
-    _check_clusters(fleet, errors, warnings)
+    _check_clusters(fleet, errors, warnings, broken)
     _check_gateway(fleet, errors)
-    _check_deployments(fleet, errors, warnings)
-    _check_services(fleet, errors)
+    _check_deployments(fleet, errors, warnings, broken)
+    _check_services(fleet, errors, broken)
     _check_caches(fleet, warnings)
     return errors, warnings
 
 
-def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue]) -> None:
+def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken) -> None:
     for name, cluster in sorted(fleet.inference_clusters.items()):
         source = cluster.cluster.source
         for i, pool in enumerate(cluster.node_pools):
             at = ("inferenceClusters", name, "nodePools", i)
             cls = fleet.inference_classes.get(pool.class_name)
             if cls is None:
+                if ("inferenceClasses", pool.class_name) in broken:
+                    continue
                 errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' is not defined in "
                                           f"modelplane:inferenceClasses{_did_you_mean(pool.class_name, fleet.inference_classes)}"))
                 continue
@@ -84,7 +88,7 @@ def _check_gateway(fleet: Fleet, errors: list[ConfigIssue]) -> None:
                                   "set modelplane:inferenceGateway (backend Traefik and the cluster it runs on)"))
 
 
-def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue]) -> None:
+def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken) -> None:
     for key, deployment in sorted(fleet.model_deployments.items()):
         at = ("modelDeployments", key.namespace, key.name, "template", "spec")
         spec = deployment.spec
@@ -92,7 +96,9 @@ def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[C
         if spec.model_cache_ref is not None:
             ref = NamespacedName(key.namespace, spec.model_cache_ref.name)
             cache = fleet.model_caches.get(ref)
-            if cache is None:
+            if cache is None and ("modelCaches", ref) in broken:
+                pass
+            elif cache is None:
                 elsewhere = sorted(k.namespace for k in fleet.model_caches if k.name == ref.name)
                 hint = (f"; a ModelCache of that name exists in {', '.join(elsewhere)}, but the reference is to the "
                         f"deployment's own namespace" if elsewhere else
@@ -101,7 +107,7 @@ def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[C
                                           f"namespace '{key.namespace}'{hint}"))
             elif cache.cluster_selector and cache.cluster_selector.match_labels:
                 selector.update(cache.cluster_selector.match_labels)  # the cache wins on a clash, as upstream
-        if fleet.inference_clusters and not fleet.clusters_matching(selector):
+        if fleet.inference_clusters and not fleet.clusters_matching(selector) and not broken:
             pairs = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
             warnings.append(ConfigIssue(at + ("clusterSelector",), f"no InferenceCluster has the labels {pairs} "
                                         "(with the ModelCache's selector, if any): nothing will be scheduled"))
@@ -132,9 +138,12 @@ def _possible_endpoint_labels_match(deployment: ModelDeployment, name: str, clus
     return True
 
 
-def _check_services(fleet: Fleet, errors: list[ConfigIssue]) -> None:
+def _check_services(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
     clusters = set(fleet.inference_clusters)
+    unsure = {name.namespace for kind, name in broken if kind in ("modelDeployments", "modelEndpoints")}
     for key, service in sorted(fleet.model_services.items()):
+        if key.namespace in unsure:
+            continue  # a deployment or endpoint there is itself invalid; fix that first
         for i, endpoint in enumerate(service.endpoints):
             wanted = endpoint.selector.match_labels or {}
             could = any(_possible_endpoint_labels_match(d, k.name, clusters, wanted)

@@ -6,14 +6,13 @@ remembers its line, so a config error can say which line to fix.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .common import SecretValue
+from .common import SecretValue, decode_top_level
 from .errors import CONFIG_NAMESPACE, ConfigIssue, PathPart, StackFileError
 
 PROJECT_FILE = "Pulumi.yaml"
@@ -82,16 +81,6 @@ def read_stack_file(path: Path) -> StackFile:
         if len(loc) >= 2 and loc[0] == "config" and isinstance(loc[1], str) and loc[1].startswith(prefix):
             config_lines[(loc[1][len(prefix):],) + loc[2:]] = line
     return StackFile(path, config, config_lines, tuple(issues))
-
-
-def decode_top_level(value: Any) -> Any:
-    """Pulumi stores `pulumi config set key '{"a": 1}'` (without --path) as a JSON string."""
-    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
 
 
 def _build(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: dict, issues: list[ConfigIssue]) -> Any:

@@ -1,0 +1,42 @@
+"""Small builders for valid config fragments; tests change one thing and look at the result."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+GPU_CLASS = {
+    "devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",
+                 "capacity": {"memory": {"value": "80Gi"}}}],
+}
+
+
+def cluster(region: str = "eu-west", pool: str = "gpu", class_name: str = "synthetic-gpu", **extra: Any) -> dict:
+    body = {"labels": {"modelplane.ai/region": region}, "cluster": {"source": "Kind"},
+            "nodePools": [{"name": pool, "className": class_name}]}
+    body.update(extra)
+    return body
+
+
+def member(role: str = "Standalone", cel: str | None = 'device.capacity["gpu.example.com"].memory.compareTo(quantity("20Gi")) >= 0',
+           **extra: Any) -> dict:
+    body: dict[str, Any] = {"role": role, "template": {"spec": {"containers": [{"name": "engine", "image": "python:3.12"}]}}}
+    if cel is not None:
+        body["nodeSelector"] = {"devices": [{"name": "gpu", "selectors": [{"cel": cel}]}]}
+    body.update(extra)
+    return body
+
+
+def deployment(replicas: int = 2, members: list | None = None, **spec: Any) -> dict:
+    engine = {"name": "main", "members": members or [member()]}
+    return {"replicas": replicas, "template": {"spec": {"engines": [engine], **spec}}}
+
+
+def fleet_config(**overrides: Any) -> dict:
+    """A small valid fleet: one class, two Kind clusters, one deployment in ml-team."""
+    config = {
+        "inferenceClasses": {"synthetic-gpu": copy.deepcopy(GPU_CLASS)},
+        "inferenceClusters": {"gpu-eu-west": cluster("eu-west"), "gpu-us-east": cluster("us-east")},
+        "modelDeployments": {"ml-team": {"mock-demo": deployment()}},
+    }
+    config.update(overrides)
+    return config

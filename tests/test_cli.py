@@ -1,0 +1,81 @@
+"""The command line as a user runs it: a real subprocess, exit codes, and what it prints."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def modelplane(repo, *args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "modelplane", *args], cwd=cwd or repo,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("stack, summary", [
+    ("demo", "valid: stacks/Pulumi.demo.yaml: 1 InferenceClass, 2 InferenceClusters, 1 InferenceGateway, "
+             "1 ModelDeployment, 1 ModelService, 0 ModelCaches, 0 ModelEndpoints; 2 replicas requested"),
+    ("cloud", "valid: stacks/Pulumi.cloud.yaml: 3 InferenceClasses, 3 InferenceClusters, 1 InferenceGateway, "
+              "2 ModelDeployments, 2 ModelServices, 1 ModelCache, 1 ModelEndpoint; 3 replicas requested"),
+])
+def test_example_stacks_are_valid(repo, stack, summary):
+    result = modelplane(repo, "validate", "--stack", stack)
+    assert (result.returncode, result.stdout.strip(), result.stderr) == (0, summary, "")
+
+
+def test_config_file_from_anywhere(repo, tmp_path):
+    result = modelplane(repo, "validate", "--config", str(repo / "stacks" / "Pulumi.demo.yaml"), cwd=tmp_path)
+    assert result.returncode == 0 and "2 replicas requested" in result.stdout
+
+
+def test_errors_carry_path_line_and_exit_2(repo, tmp_path):
+    bad = tmp_path / "Pulumi.bad.yaml"
+    text = (repo / "stacks" / "Pulumi.demo.yaml").read_text().replace("replicas: 2", "replicas: 12")
+    bad.write_text(text)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "replicas: 12" in l)
+    result = modelplane(repo, "validate", "--config", str(bad))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: 1 error in {bad}:",
+        f"  modelplane:modelDeployments.ml-team.mock-demo.replicas: must be at most 10 (got 12)  [{bad}:{line}]"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["validate", "--stack", "nope"], "error: stack file "),
+    (["validate", "--config", "/nonexistent/Pulumi.x.yaml"], "error: stack file /nonexistent/Pulumi.x.yaml does not exist"),
+])
+def test_missing_stack_is_a_clear_error(repo, args, message):
+    result = modelplane(repo, *args)
+    assert result.returncode == 2 and result.stderr.startswith(message) and "Traceback" not in result.stderr
+
+
+def test_stack_outside_a_project_needs_config(repo, tmp_path):
+    result = modelplane(repo, "validate", "--stack", "demo", cwd=tmp_path)
+    assert result.returncode == 2 and "no Pulumi.yaml here or above" in result.stderr
+
+
+def test_invalid_yaml_names_the_line(repo, tmp_path):
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text("config:\n  modelplane:inferenceClasses: {a: [\n")
+    result = modelplane(repo, "validate", "--config", str(bad))
+    assert result.returncode == 2 and "is not valid YAML at line" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_warnings_go_to_stderr_and_keep_exit_0(repo, tmp_path):
+    stack = tmp_path / "Pulumi.w.yaml"
+    stack.write_text((repo / "stacks" / "Pulumi.demo.yaml").read_text().replace(
+        "replicas: 2\n        template:\n          spec:\n",
+        "replicas: 2\n        template:\n          spec:\n            clusterSelector: {matchLabels: {tier: gold}}\n"))
+    result = modelplane(repo, "validate", "--config", str(stack))
+    assert result.returncode == 0
+    assert result.stderr.startswith("warning: modelplane:modelDeployments.ml-team.mock-demo.template.spec.clusterSelector: "
+                                    "no InferenceCluster has the labels tier=gold")
+
+
+def test_console_script_is_installed(repo):
+    script = subprocess.run([sys.executable, "-c", "import shutil, sys, os; "
+                             "print(shutil.which('modelplane', path=os.path.dirname(sys.executable)))"],
+                            capture_output=True, text=True).stdout.strip()
+    assert script != "None", "pip install -r requirements.txt installs the `modelplane` command"
+    result = subprocess.run([script, "validate", "--stack", "demo"], cwd=repo, capture_output=True, text=True)
+    assert result.returncode == 0
