@@ -165,4 +165,18 @@ def test_cloud_pools_need_a_class_that_provisions_on_that_cloud():
         cluster={"source": "EKS", "eks": {"region": "us-east-1"}}, nodePools=[
             {"name": "gpu", "className": "synthetic-gpu", "zones": ["us-east-1a"]}])})
     [found] = issues_of(config)
-    assert "cannot provision a EKS node pool (it has no provisioning block)" in found
+    assert "cannot provision node pools on EKS (it has no provisioning block)" in found
+
+
+def test_a_pasted_kubernetes_manifest_is_explained():
+    manifest = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+                "metadata": {"name": "mock-demo", "namespace": "ml-team"}, "spec": deployment()}
+    [found] = issues_of(fleet_config(modelDeployments={"ml-team": {"mock-demo": manifest}}))
+    assert found.startswith("modelplane:modelDeployments.ml-team.mock-demo: looks like a Kubernetes manifest; "
+                            "in stack config write only what is under its `spec:` here")
+
+
+def test_yaml_booleans_are_not_numbers():
+    config = fleet_config()
+    config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = True
+    assert issues_of(config) == ["modelplane:modelDeployments.ml-team.mock-demo.replicas: must be a whole number (got true)"]

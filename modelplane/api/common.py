@@ -16,7 +16,7 @@ PathPart = str | int
 class ApiModel(BaseModel):
     """camelCase on the wire (the reference's field names), snake_case in Python; unknown fields rejected."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True)
 
     def to_config(self) -> dict[str, Any]:
         """The stack-config form of this object (camelCase, unset fields left out)."""

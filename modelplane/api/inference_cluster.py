@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import ApiModel, Labels, LabelValue, QualifiedName, Rules, SecretValue, duplicates
+from .common import ApiModel, Labels, LabelValue, QualifiedName, RuleViolation, Rules, SecretValue, duplicates
 from .serving_stack import ServingStackConfig
 
 # kind node image for the demo: Kubernetes >= 1.34.2 (the 1.34.0 kubelet DRA deadlock is fixed),
@@ -20,6 +20,7 @@ SourceName = Literal["Existing", "Kind", "EKS", "GKE", "AKS"]
 _UNSUPPORTED_SOURCES = {"Nebius", "Vultr"}
 
 _AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+_KIND_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 def _cidr(value: str) -> str:
@@ -46,8 +47,18 @@ class ExistingSource(ApiModel):
 class KindSource(ApiModel):
     """A local kind cluster, created with `kind create cluster` through pulumi-command."""
 
-    cluster_name: str | None = Field(default=None, min_length=1, max_length=40)
+    cluster_name: str | None = Field(default=None, min_length=1, max_length=40)  # default: the cluster's name
     node_image: str = Field(default=DEFAULT_KIND_NODE_IMAGE, min_length=1)
+
+    @model_validator(mode="after")
+    def _kind_name(self) -> "KindSource":
+        rules = Rules()
+        if self.cluster_name is not None:
+            rules.check(bool(_KIND_NAME.match(self.cluster_name)), ["clusterName"],
+                        f"'{self.cluster_name}' is not a valid kind cluster name: lower-case letters, digits, '-' and '.', "
+                        "starting and ending with a letter or digit")
+        rules.raise_if_any()
+        return self
 
 
 class EKSNetworking(ApiModel):
@@ -102,8 +113,8 @@ class ClusterSource(ApiModel):
     def _explain_unsupported_sources(cls, data: object) -> object:
         source = data.get("source") if isinstance(data, dict) else None
         if isinstance(source, str) and source in _UNSUPPORTED_SOURCES:
-            raise ValueError(f"source {data['source']} is not supported by this implementation; provision the cluster "
-                             "yourself and use source: Existing with its kubeconfig")
+            raise RuleViolation([(("source",), f"source {source} is not supported by this implementation; provision "
+                                                "the cluster yourself and use source: Existing with its kubeconfig")])
         if source == "Kind" and data.get("kind") is None:
             data = {**data, "kind": {}}  # every kind setting has a default
         return data
@@ -188,7 +199,7 @@ class InferenceCluster(ApiModel):
     labels: Labels = Field(default_factory=dict)  # what clusterSelector.matchLabels matches
     cluster: ClusterSource
     taints: list[Taint] = Field(default_factory=list)
-    node_pools: list[NodePool] = Field(default_factory=list, max_length=8)
+    node_pools: list[NodePool] = Field(default_factory=list, min_length=1, max_length=8)  # leave out for none
     serving_stack: ServingStackConfig | None = None  # per-cluster overrides of modelplane:servingStack
 
     @model_validator(mode="after")

@@ -23,6 +23,11 @@ _OWNED_BY_MODELPLANE = {
     "nodeName": "placement is decided by the fleet scheduler",
     "affinity": "placement is decided by the fleet scheduler",
 }
+# Secret fields, and how to set them without writing them in clear.
+_SECRET_FIELDS = {
+    "kubeconfig": "set it encrypted with `pulumi config set --secret --path '<this path>' \"$(cat kubeconfig)\"`",
+    "token": "set it encrypted with `pulumi config set --secret --path '<this path>' <token>`",
+}
 # Reference-system fields with a different shape here.
 _RENAMED = {
     "credentials": "cloud credentials come from the Pulumi provider's own config (aws:profile, gcp:project, "
@@ -38,8 +43,13 @@ _RENAMED = {
 def issues_from_validation(error: ValidationError, prefix: Sequence[PathPart], model: type[BaseModel]) -> list[ConfigIssue]:
     found: list[ConfigIssue] = []
     for detail in error.errors(include_url=False):
-        loc = tuple(prefix) + tuple(detail["loc"])
         rel = tuple(detail["loc"])
+        if "[key]" in rel:  # pydantic's marker for a bad mapping key: point at the key, say so
+            at = rel.index("[key]")
+            rel = rel[:at - 1] + (str(rel[at - 1]),)  # a mapping key, even if YAML read it as a number
+            found.append(ConfigIssue(tuple(prefix) + rel, f"key {_describe(detail, model, rel)}"))
+            continue
+        loc = tuple(prefix) + rel
         context = detail.get("ctx") or {}
         violation = context.get("error")
         if isinstance(violation, RuleViolation):
@@ -54,6 +64,9 @@ def _describe(detail: dict[str, Any], model: type[BaseModel], rel: tuple) -> str
     if isinstance(value, SecretValue) and kind != "value_error":
         return "is encrypted (secure:), but this field is not a secret; store it in plain text"
     if kind == "missing":
+        field = rel[-1] if rel else None
+        if field in _SECRET_FIELDS:
+            return f"is required: {_SECRET_FIELDS[field]}"
         return "is required"
     if kind == "extra_forbidden":
         field = str(rel[-1]) if rel else "?"
@@ -66,7 +79,9 @@ def _describe(detail: dict[str, Any], model: type[BaseModel], rel: tuple) -> str
             return f"unknown field '{field}'; did you mean '{close[0]}'?"
         return f"unknown field '{field}'" + (f"; known fields: {', '.join(known)}" if known else "")
     if kind == "literal_error":
-        return f"must be one of {context.get('expected')} (got {value!r})"
+        expected = str(context.get("expected"))
+        options = f"one of {expected}" if " or " in expected else expected
+        return f"must be {options} (got {value!r})"
     if kind in ("greater_than_equal", "greater_than"):
         word = "at least" if kind == "greater_than_equal" else "more than"
         return f"must be {word} {context.get('ge', context.get('gt'))} (got {value!r})"
@@ -87,9 +102,9 @@ def _describe(detail: dict[str, Any], model: type[BaseModel], rel: tuple) -> str
     if kind == "string_pattern_mismatch":
         return f"{value!r} does not match the required pattern {context.get('pattern')}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
-        return f"must be a whole number (got {value!r})"
+        return f"must be a whole number (got {_yaml(value)})"
     if kind in ("bool_parsing", "bool_type"):
-        return f"must be true or false (got {value!r})"
+        return f"must be true or false (got {_yaml(value)})"
     if kind == "string_type":
         return f"must be a string (got {value!r}); quote it in YAML"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
@@ -99,6 +114,13 @@ def _describe(detail: dict[str, Any], model: type[BaseModel], rel: tuple) -> str
     if kind == "value_error":
         return str(context.get("error", detail["msg"]))
     return detail["msg"]
+
+
+def _yaml(value: Any) -> str:
+    """A scalar as the user wrote it in YAML (true, not True)."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return repr(value)
 
 
 def _type_word(value: Any) -> str:

@@ -26,6 +26,7 @@ from .references import check_references
 from .serving_stack import ServingStackConfig
 
 Origin = Literal["stack-file", "pulumi"]
+ANY = "*"
 
 _RESERVED_NAMESPACES = {"modelplane-system", "kube-system", "kube-public", "kube-node-lease"}
 
@@ -83,7 +84,10 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file") -> Flee
         if value is None:
             parsed[key] = None if spec.scope == "single" else {}
             continue
+        before = len(issues)
         parsed[key] = _parse_kind(key, spec, value, issues, broken)
+        if spec.scope == "single" and parsed[key] is None or not parsed[key] and len(issues) > before:
+            broken.add((key, ANY))  # the whole key is unusable: don't report what refers into it
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken)
     issues += errors
@@ -109,28 +113,30 @@ def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue],
     for outer, inner in value.items():
         outer = str(outer)
         if spec.scope == "cluster":
-            if _name_ok(spec.name_problem, outer, (key, outer), issues):
-                if (obj := _validate(spec.model, inner, (key, outer), issues)) is not None:
-                    result[outer] = obj
-                    continue
-            broken.add((key, outer))
+            _parse_entity(spec, spec.name_problem, (key, outer), outer, inner, result, issues, broken)
             continue
         if not _name_ok(_namespace_problem, outer, (key, outer), issues):
-            continue
-        if inner is None:
-            continue
-        if not isinstance(inner, Mapping):
+            broken.add((key, ANY))
+        elif isinstance(inner, Mapping):
+            for name, body in inner.items():
+                name = str(name)
+                _parse_entity(spec, spec.name_problem, (key, outer, name), NamespacedName(outer, name), body,
+                              result, issues, broken)
+        elif inner is not None:
             issues.append(ConfigIssue((key, outer), f"must be a mapping of name to object (got {type(inner).__name__}); "
                                                     f"objects are grouped by namespace: {key}.<namespace>.<name>"))
-            continue
-        for name, body in inner.items():
-            name = str(name)
-            if _name_ok(spec.name_problem, name, (key, outer, name), issues):
-                if (obj := _validate(spec.model, body, (key, outer, name), issues)) is not None:
-                    result[NamespacedName(outer, name)] = obj
-                    continue
-            broken.add((key, NamespacedName(outer, name)))
+            broken.add((key, ANY))
     return result
+
+
+def _parse_entity(spec: KindSpec, name_problem: Callable[[str], str | None] | None, path: tuple[str, ...], identity: Any,
+                  body: Any, result: dict, issues: list[ConfigIssue], broken: set[tuple[str, Any]]) -> None:
+    """Validate one object into `result[identity]`, or record it as broken."""
+    if _name_ok(name_problem, path[-1], path, issues):
+        if (obj := _validate(spec.model, body, path, issues)) is not None:
+            result[identity] = obj
+            return
+    broken.add((path[0], identity))
 
 
 def _name_ok(problem: Callable[[str], str | None] | None, name: str, path: tuple, issues: list[ConfigIssue]) -> bool:
@@ -143,6 +149,11 @@ def _name_ok(problem: Callable[[str], str | None] | None, name: str, path: tuple
 def _validate(model: type[BaseModel], body: Any, path: tuple[PathPart, ...], issues: list[ConfigIssue]) -> Any:
     if body is None:
         issues.append(ConfigIssue(path, "is empty; it needs its fields (see the README's config reference)"))
+        return None
+    if isinstance(body, Mapping) and "spec" in body and ({"apiVersion", "kind", "metadata"} & set(body)):
+        issues.append(ConfigIssue(path, "looks like a Kubernetes manifest; in stack config write only what is under its "
+                                        "`spec:` here (an InferenceCluster's metadata.labels go in `labels:`, a "
+                                        "ModelEndpoint's too)"))
         return None
     try:
         return model.model_validate(body)

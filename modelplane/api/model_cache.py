@@ -1,15 +1,26 @@
 """ModelCache: model weights staged once per cluster on a ReadWriteMany volume."""
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from .common import ApiModel, LabelSelector, Rules, SecretValue
 
 
+_REPO_ID = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def _repo_id(value: str) -> str:
+    if not _REPO_ID.match(value) or ".." in value:
+        raise ValueError(f"'{value}' is not a Hugging Face repo id: 'owner/name' such as 'Qwen/Qwen3-8B' "
+                         "(letters, digits, '-', '_' and '.')")
+    return value
+
+
 class HuggingFaceSource(ApiModel):
-    repo: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$|^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    repo: Annotated[str, AfterValidator(_repo_id)]
     revision: str | None = Field(default=None, min_length=1)
     token: SecretValue | None = None  # copied to each cluster as a Secret for the hydration Job
     size_gib: int = Field(ge=1, le=100_000, alias="sizeGiB")

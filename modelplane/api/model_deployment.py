@@ -48,7 +48,7 @@ class DeviceRequestSpec(ApiModel):
 
     name: DnsLabel
     count: int = Field(default=1, ge=1, le=64)
-    selectors: list[DeviceSelector] = Field(default_factory=list, max_length=8)
+    selectors: list[DeviceSelector] = Field(default_factory=list, min_length=1, max_length=8)  # absent = any device
 
 
 class NodeSelector(ApiModel):

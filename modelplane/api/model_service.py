@@ -6,12 +6,16 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
 
-from .common import ApiModel, LabelSelector, SecretValue, UserLabels
+from .common import ApiModel, LabelSelector, MatchLabels, SecretValue, UserLabels
+
+
+class EndpointSelector(LabelSelector):
+    match_labels: MatchLabels  # required here: a service names what it routes to
 
 
 class ServiceEndpoint(ApiModel):
     weight: int = Field(default=1, ge=1, le=1_000_000)
-    selector: LabelSelector
+    selector: EndpointSelector
 
 
 class ModelService(ApiModel):

@@ -17,6 +17,10 @@ CLUSTER_LABEL = "modelplane.ai/cluster"
 INDEX_LABEL = "modelplane.ai/replica-index"
 
 
+def _is_broken(broken, key: str, name: object) -> bool:
+    return (key, name) in broken or (key, "*") in broken
+
+
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     known = sorted(known)
     close = difflib.get_close_matches(name, known, n=1)
@@ -31,7 +35,7 @@ def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()
     errors: list[ConfigIssue] = []
     warnings: list[ConfigIssue] = []
     _check_clusters(fleet, errors, warnings, broken)
-    _check_gateway(fleet, errors)
+    _check_gateway(fleet, errors, broken)
     _check_deployments(fleet, errors, warnings, broken)
     _check_services(fleet, errors, broken)
     _check_caches(fleet, warnings)
@@ -45,7 +49,7 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
             at = ("inferenceClusters", name, "nodePools", i)
             cls = fleet.inference_classes.get(pool.class_name)
             if cls is None:
-                if ("inferenceClasses", pool.class_name) in broken:
+                if _is_broken(broken, "inferenceClasses", pool.class_name):
                     continue
                 errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' is not defined in "
                                           f"modelplane:inferenceClasses{_did_you_mean(pool.class_name, fleet.inference_classes)}"))
@@ -54,8 +58,8 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
                 prov = cls.provisioning
                 if prov is None or prov.provider != source:
                     has = f"it provisions on {prov.provider}" if prov else "it has no provisioning block"
-                    errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' cannot provision a "
-                                              f"{source} node pool ({has}); add provisioning.provider: {source} with its "
+                    errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' cannot provision "
+                                              f"node pools on {source} ({has}); add provisioning.provider: {source} with its "
                                               f"'{source.lower()}' block, or use another class"))
             if not cls.claimable:
                 warnings.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' has only Synthetic "
@@ -77,12 +81,12 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
         kind_names[kind_name] = path
 
 
-def _check_gateway(fleet: Fleet, errors: list[ConfigIssue]) -> None:
+def _check_gateway(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
     gateway = fleet.inference_gateway
     if gateway and gateway.cluster_name in fleet.inference_clusters:
         errors.append(ConfigIssue(("inferenceGateway", "clusterName"), f"'{gateway.cluster_name}' is also an "
                                   "InferenceCluster; the front door runs on its own cluster, give it another name"))
-    if gateway is None and fleet.model_services:
+    if gateway is None and fleet.model_services and not _is_broken(broken, "inferenceGateway", None):
         first = min(fleet.model_services)
         errors.append(ConfigIssue(("modelServices", first.namespace, first.name), "a ModelService needs the front door: "
                                   "set modelplane:inferenceGateway (backend Traefik and the cluster it runs on)"))
@@ -96,7 +100,7 @@ def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[C
         if spec.model_cache_ref is not None:
             ref = NamespacedName(key.namespace, spec.model_cache_ref.name)
             cache = fleet.model_caches.get(ref)
-            if cache is None and ("modelCaches", ref) in broken:
+            if cache is None and _is_broken(broken, "modelCaches", ref):
                 pass
             elif cache is None:
                 elsewhere = sorted(k.namespace for k in fleet.model_caches if k.name == ref.name)
@@ -140,9 +144,9 @@ def _possible_endpoint_labels_match(deployment: ModelDeployment, name: str, clus
 
 def _check_services(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
     clusters = set(fleet.inference_clusters)
-    unsure = {name.namespace for kind, name in broken if kind in ("modelDeployments", "modelEndpoints")}
+    unsure = {getattr(name, "namespace", name) for kind, name in broken if kind in ("modelDeployments", "modelEndpoints")}
     for key, service in sorted(fleet.model_services.items()):
-        if key.namespace in unsure:
+        if key.namespace in unsure or "*" in unsure:
             continue  # a deployment or endpoint there is itself invalid; fix that first
         for i, endpoint in enumerate(service.endpoints):
             wanted = endpoint.selector.match_labels or {}
