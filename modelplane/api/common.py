@@ -48,6 +48,11 @@ class Rules:
         if not ok:
             self.fail(path, message)
 
+    def unique_names(self, list_field: str, items: Iterable[Any], noun: str, scope: str = "") -> None:
+        """Every item of `list_field` has its own `.name` (the reference's list-map keys)."""
+        for i, name in duplicates(item.name for item in items):
+            self.fail([list_field, i, "name"], f"{noun} '{name}' is listed twice; {noun} names must be unique{scope}")
+
     def raise_if_any(self) -> None:
         if self.problems:
             raise RuleViolation(self.problems)

@@ -1,12 +1,12 @@
 """InferenceClass: a hardware recipe, the devices a node of a pool has, in DRA's vocabulary."""
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from . import syntax
-from .common import ApiModel, DnsSubdomain, Quantity, Rules, duplicates
+from .common import ApiModel, DnsSubdomain, Quantity, Rules
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -140,8 +140,7 @@ class InferenceClass(ApiModel):
     @model_validator(mode="after")
     def _unique_devices(self) -> "InferenceClass":
         rules = Rules()
-        for i, name in duplicates(d.name for d in self.devices):
-            rules.fail(["devices", i, "name"], f"device '{name}' is listed twice; device names must be unique in a class")
+        rules.unique_names("devices", self.devices, "device", " in a class")
         rules.raise_if_any()
         return self
 

@@ -206,8 +206,7 @@ class InferenceCluster(ApiModel):
     def _pool_rules(self) -> "InferenceCluster":
         rules = Rules()
         source = self.cluster.source
-        for i, name in duplicates(p.name for p in self.node_pools):
-            rules.fail(["nodePools", i, "name"], f"pool '{name}' is listed twice; pool names must be unique in a cluster")
+        rules.unique_names("nodePools", self.node_pools, "pool", " in a cluster")
         for i, (key, effect) in duplicates((t.key, t.effect) for t in self.taints):
             rules.fail(["taints", i], f"taint {key}:{effect} is listed twice")
         for i, pool in enumerate(self.node_pools):

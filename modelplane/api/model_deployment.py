@@ -57,8 +57,7 @@ class NodeSelector(ApiModel):
     @model_validator(mode="after")
     def _unique_requests(self) -> "NodeSelector":
         rules = Rules()
-        for i, name in duplicates(d.name for d in self.devices):
-            rules.fail(["devices", i, "name"], f"request '{name}' is listed twice; request names must be unique in a member")
+        rules.unique_names("devices", self.devices, "request", " in a member")
         rules.raise_if_any()
         return self
 
@@ -225,8 +224,7 @@ class DeploymentSpec(ApiModel):
     @model_validator(mode="after")
     def _engines(self) -> "DeploymentSpec":
         rules = Rules()
-        for i, name in duplicates(e.name for e in self.engines):
-            rules.fail(["engines", i, "name"], f"engine '{name}' is listed twice; engine names must be unique")
+        rules.unique_names("engines", self.engines, "engine")
         check_prefill_decode(rules, self.serving_mode, [e.phase for e in self.engines])
         rules.raise_if_any()
         return self

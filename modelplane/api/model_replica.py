@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import ApiModel, DnsLabel, LocalRef, Rules, duplicates
+from .common import ApiModel, DnsLabel, LocalRef, Rules
 from .model_deployment import (DeviceSelector, MemberTemplate, Role, Serving, WorkerSpec, check_engine_shape,
                                check_prefill_decode)
 
@@ -60,8 +60,7 @@ class ModelReplicaSpec(ApiModel):
     @model_validator(mode="after")
     def _engines(self) -> "ModelReplicaSpec":
         rules = Rules()
-        for i, name in duplicates(e.name for e in self.engines):
-            rules.fail(["engines", i, "name"], f"engine '{name}' is listed twice")
+        rules.unique_names("engines", self.engines, "engine")
         check_prefill_decode(rules, self.serving.mode if self.serving else "Unified", [e.phase for e in self.engines])
         rules.raise_if_any()
         return self

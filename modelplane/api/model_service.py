@@ -27,7 +27,7 @@ def _http_url(value: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"'{value}' must be an http:// or https:// URL with a host (e.g. https://api.together.xyz/)")
     try:
-        parts.port
+        _ = parts.port  # raises on a malformed port
     except ValueError:
         raise ValueError(f"'{value}' has an invalid port") from None
     return value

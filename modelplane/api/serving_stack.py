@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import ApiModel, Rules, duplicates
+from .common import ApiModel, Rules
 
 
 class ServingStackVersions(ApiModel):
@@ -37,8 +37,7 @@ class GatewaySettings(ApiModel):
     @model_validator(mode="after")
     def _unique_listeners(self) -> "GatewaySettings":
         rules = Rules()
-        for i, name in duplicates(listener.name for listener in self.listeners):
-            rules.fail(["listeners", i, "name"], f"listener '{name}' is listed twice")
+        rules.unique_names("listeners", self.listeners, "listener")
         rules.raise_if_any()
         return self
 
