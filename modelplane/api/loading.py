@@ -22,11 +22,10 @@ from .issues import issues_from_validation
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment, deployment_name_problem
 from .model_service import ModelEndpoint, ModelService
-from .references import check_references
+from .references import ANY, check_references
 from .serving_stack import ServingStackConfig
 
 Origin = Literal["stack-file", "pulumi"]
-ANY = "*"
 
 _RESERVED_NAMESPACES = {"modelplane-system", "kube-system", "kube-public", "kube-node-lease"}
 
@@ -86,7 +85,7 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file") -> Flee
             continue
         before = len(issues)
         parsed[key] = _parse_kind(key, spec, value, issues, broken)
-        if spec.scope == "single" and parsed[key] is None or not parsed[key] and len(issues) > before:
+        if len(issues) > before and not parsed[key]:
             broken.add((key, ANY))  # the whole key is unusable: don't report what refers into it
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken)

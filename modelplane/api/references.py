@@ -17,8 +17,11 @@ CLUSTER_LABEL = "modelplane.ai/cluster"
 INDEX_LABEL = "modelplane.ai/replica-index"
 
 
+ANY = "*"  # in `broken`: every object of that key
+
+
 def _is_broken(broken, key: str, name: object) -> bool:
-    return (key, name) in broken or (key, "*") in broken
+    return (key, name) in broken or (key, ANY) in broken
 
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -146,7 +149,7 @@ def _check_services(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
     clusters = set(fleet.inference_clusters)
     unsure = {getattr(name, "namespace", name) for kind, name in broken if kind in ("modelDeployments", "modelEndpoints")}
     for key, service in sorted(fleet.model_services.items()):
-        if key.namespace in unsure or "*" in unsure:
+        if key.namespace in unsure or ANY in unsure:
             continue  # a deployment or endpoint there is itself invalid; fix that first
         for i, endpoint in enumerate(service.endpoints):
             wanted = endpoint.selector.match_labels or {}
