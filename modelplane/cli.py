@@ -11,6 +11,7 @@ from typing import Sequence
 
 from .api import ConfigError, Fleet, ModelplaneError, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
+from .devices import selector_problem
 
 EXIT_OK, EXIT_INVALID = 0, 2
 
@@ -43,7 +44,7 @@ def load(stack: str | None, config: Path | None) -> tuple[StackFile, Fleet]:
     issues = list(stack_file.issues)
     fleet = None
     try:
-        fleet = load_fleet(stack_file.config, origin="stack-file")
+        fleet = load_fleet(stack_file.config, origin="stack-file", selector_problem=selector_problem)
     except ConfigError as error:
         issues += error.issues
     if issues or fleet is None:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Literal, Mapping
 from pydantic import BaseModel, ValidationError
 
 from . import syntax
+from .cel_syntax import cel_syntax_problem
 from .common import SecretValue, decode_top_level
 from .errors import ConfigError, ConfigIssue, PathPart
 from .fleet import Fleet, NamespacedName
@@ -64,11 +65,16 @@ _FLEET_FIELDS = {
 }
 
 
-def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file") -> Fleet:
+SelectorCheck = Callable[[str], "str | None"]
+
+
+def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file",
+               selector_problem: SelectorCheck = cel_syntax_problem) -> Fleet:
     """Validate `config` (keys without the `modelplane:` prefix) into a Fleet.
 
     Raises ConfigError with every issue found; each entity is validated on its own, so one bad
-    deployment does not hide the problems of another.
+    deployment does not hide the problems of another. `selector_problem` judges each device
+    selector; this layer only checks CEL syntax, `modelplane.devices` passes a full compiler.
     """
     issues: list[ConfigIssue] = []
     parsed: dict[str, Any] = {}
@@ -88,7 +94,7 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file") -> Flee
         if len(issues) > before and not parsed[key]:
             broken.add((key, ANY))  # the whole key is unusable: don't report what refers into it
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
-    errors, warnings = check_references(fleet, broken)
+    errors, warnings = check_references(fleet, broken, selector_problem)
     issues += errors
     if origin == "stack-file":
         warnings += _plaintext_secrets(config)

@@ -5,7 +5,7 @@ Returns (errors, warnings). Warnings are things that are legal but probably not 
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .cel_syntax import cel_syntax_problem
 from .errors import ConfigIssue
@@ -32,14 +32,16 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; known: {', '.join(known)}" if known else "; none are defined"
 
 
-def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
+def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset(),
+                     selector_problem: Callable[[str], str | None] = cel_syntax_problem,
+                     ) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
     """`broken` names objects that failed validation on their own: references to them are not
     reported again, so one mistake yields one error."""
     errors: list[ConfigIssue] = []
     warnings: list[ConfigIssue] = []
     _check_clusters(fleet, errors, warnings, broken)
     _check_gateway(fleet, errors, broken)
-    _check_deployments(fleet, errors, warnings, broken)
+    _check_deployments(fleet, errors, warnings, broken, selector_problem)
     _check_services(fleet, errors, broken)
     _check_caches(fleet, warnings)
     return errors, warnings
@@ -95,7 +97,8 @@ def _check_gateway(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
                                   "set modelplane:inferenceGateway (backend Traefik and the cluster it runs on)"))
 
 
-def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken) -> None:
+def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken,
+                       selector_problem: Callable[[str], str | None]) -> None:
     for key, deployment in sorted(fleet.model_deployments.items()):
         at = ("modelDeployments", key.namespace, key.name, "template", "spec")
         spec = deployment.spec
@@ -122,7 +125,7 @@ def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[C
             for m, member in enumerate(engine.members):
                 for r, request in enumerate(member.node_selector.devices if member.node_selector else []):
                     for s, selector_expr in enumerate(request.selectors):
-                        problem = cel_syntax_problem(selector_expr.cel)
+                        problem = selector_problem(selector_expr.cel)
                         if problem:
                             errors.append(ConfigIssue(at + ("engines", e, "members", m, "nodeSelector", "devices", r,
                                                             "selectors", s, "cel"), problem))

@@ -8,6 +8,7 @@ from pulumi.runtime import config as runtime_config
 
 from ..api import Fleet, SecretValue, load_fleet
 from ..api.errors import CONFIG_NAMESPACE
+from ..devices import selector_problem
 
 
 def read_config() -> dict[str, Any]:
@@ -25,7 +26,7 @@ def read_config() -> dict[str, Any]:
 
 
 def load_fleet_from_pulumi() -> Fleet:
-    return load_fleet(read_config(), origin="pulumi")
+    return load_fleet(read_config(), origin="pulumi", selector_problem=selector_problem)
 
 
 def secret_output(value: SecretValue) -> pulumi.Output[str]:

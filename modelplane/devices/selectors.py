@@ -1,0 +1,108 @@
+"""Device selectors: compile once per process, evaluate against device kinds, memoise the answers.
+
+`evaluate(expression, device)` is the whole contract: True or False exactly where Kubernetes'
+DRA allocator would say so, SelectorCompileError where the API server would refuse the
+expression, SelectorEvaluationError where allocation would abort with a CEL runtime error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Mapping
+
+from ..api.cel_syntax import cel_syntax_problem
+from ..api.inference_class import DeviceSpec
+from . import cel_ast, checker
+from .device import device_key, device_value, device_value_for_key
+from .errors import CelRuntimeError, SelectorCompileError, SelectorEvaluationError
+from .interpreter import BUDGET, Budget, CostLimitExceeded, DeviceValue, compile_node
+from .values import type_name
+
+MAX_EXPRESSION_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
+MAX_ESTIMATED_COST = 1_000_000  # CELSelectorExpressionMaxCost
+
+
+@dataclass(frozen=True)
+class CompiledSelector:
+    expression: str
+    estimated_cost: int
+    program: Callable[[dict], object] = field(repr=False, compare=False)
+
+    def matches(self, device: DeviceValue) -> bool:
+        """True or False; SelectorEvaluationError on a runtime error or a non-bool result."""
+        try:
+            result = self.program({"device": device, BUDGET: Budget()})
+        except CelRuntimeError as error:
+            raise SelectorEvaluationError(f"CEL runtime error: {error}") from None
+        except CostLimitExceeded as error:
+            raise SelectorEvaluationError(f"CEL runtime error: {error}") from None
+        except RecursionError:
+            raise SelectorEvaluationError("CEL runtime error: expression nests too deeply") from None
+        if type(result) is not bool:
+            raise SelectorEvaluationError(f"CEL result of type {type_name(result)} could not be converted to bool")
+        return result
+
+
+@lru_cache(maxsize=4096)
+def compile_selector(expression: str) -> CompiledSelector:
+    """Parse and type-check once per process (like the scheduler's compile cache: no cost limit)."""
+    parsed = cel_ast.parse(expression)
+    try:
+        checked = checker.check(parsed.root)
+    except RecursionError:
+        raise SelectorCompileError("expression nests too deeply") from None
+    return CompiledSelector(expression, checked.cost, compile_node(parsed.root))
+
+
+def validate_selector(expression: str) -> CompiledSelector:
+    """What the API server checks for a new ResourceClaim: compiles, at most 10 Ki, cost within the limit."""
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise SelectorCompileError(f"expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_LENGTH}")
+    compiled = compile_selector(expression)
+    if compiled.estimated_cost > MAX_ESTIMATED_COST:
+        raise SelectorCompileError(f"too complex: estimated cost {compiled.estimated_cost} exceeds the limit of "
+                                   f"{MAX_ESTIMATED_COST} (nested macros over large lists?)")
+    return compiled
+
+
+def selector_problem(expression: str) -> str | None:
+    """None if the API server would accept the expression, else why not, for a config error."""
+    if (syntax := cel_syntax_problem(expression)) is not None:
+        return syntax  # with the parser's position and what it expected
+    try:
+        validate_selector(expression)
+    except SelectorCompileError as error:
+        return f"CEL compile error: {error}\n      {expression.strip()}"
+    return None
+
+
+def evaluate(expression: str, device: Mapping[str, Any] | DeviceSpec) -> bool:
+    """Does `device` (an InferenceClass devices[] entry, as in config) satisfy `expression`?"""
+    return compile_selector(expression).matches(device_value(device))
+
+
+class SelectorCache:
+    """Answers per (expression, device kind), for the scheduler: a fleet has few distinct pairs.
+
+    An answer is True, False, or the SelectorEvaluationError it raised; `evaluations` counts the
+    real evaluations, `lookups` every question asked. Pass a `device_key()` computed once per
+    device kind instead of the device itself on hot paths.
+    """
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[str, str], bool | SelectorEvaluationError] = {}
+        self.evaluations = 0
+        self.lookups = 0
+
+    def matches(self, expression: str, device: str | Mapping[str, Any] | DeviceSpec) -> bool | SelectorEvaluationError:
+        self.lookups += 1
+        key = (expression, device if isinstance(device, str) else device_key(device))
+        answer = self._answers.get(key)
+        if answer is None:
+            self.evaluations += 1
+            try:
+                answer = compile_selector(expression).matches(device_value_for_key(key[1]))
+            except SelectorEvaluationError as error:
+                answer = error
+            self._answers[key] = answer
+        return answer
