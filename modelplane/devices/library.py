@@ -115,11 +115,20 @@ define("_+_", (STRING, STRING), STRING)(lambda a, b: a + b)
 define("_+_", (BYTES, BYTES), BYTES)(lambda a, b: a + b)
 define("_+_", (LIST_DYN, LIST_DYN), LIST_DYN)(lambda a, b: list(a) + list(b))
 
+def _numeric_order(test: Callable[[int], bool]) -> Callable[[object, object], bool]:
+    def order(a, b) -> bool:
+        if (type(a) is float and math.isnan(a)) or (type(b) is float and math.isnan(b)):
+            return False  # every comparison with NaN is false
+        return test(compare(a, b))
+
+    return order
+
+
 for _name, _test in (("_<_", lambda c: c < 0), ("_<=_", lambda c: c <= 0),
                      ("_>_", lambda c: c > 0), ("_>=_", lambda c: c >= 0)):
     for _a in (INT, UINT, DOUBLE):
         for _b in (INT, UINT, DOUBLE):
-            define(_name, (_a, _b), BOOL)(lambda a, b, _t=_test: _t(compare(a, b)))
+            define(_name, (_a, _b), BOOL)(_numeric_order(_test))
     for _s in (STRING, BOOL, BYTES):
         define(_name, (_s, _s), BOOL)(lambda a, b, _t=_test: _t(compare(a, b)))
 
