@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import lark
-from celpy.celparser import CELParseError, CELParser
 
+from ..api.cel_syntax import CelSyntaxError, parse_cel
 from .errors import SelectorCompileError
 from .values import UInt
 
@@ -38,12 +37,14 @@ class Select(Node):
     operand: Node
     field: str
     test_only: bool = False  # has(operand.field)
+    optional: bool = False  # operand.?field
 
 
 @dataclass(frozen=True)
 class Index(Node):
     operand: Node
     index: Node
+    optional: bool = False  # operand[?index]
 
 
 @dataclass(frozen=True)
@@ -105,20 +106,14 @@ _TWO_VAR_MACROS = {"all", "exists", "existsOne", "exists_one", "transformList", 
 def parse(text: str) -> Parsed:
     """Parse a CEL expression; raises SelectorCompileError with the parser's position on bad syntax."""
     try:
-        tree = _parser().parse(text)
-    except CELParseError as error:
-        where = f" at line {error.line}, column {error.column}" if getattr(error, "line", None) else ""
-        raise SelectorCompileError(f"Syntax error{where}: {str(error.args[0]).rstrip()}") from None
-    except RecursionError:
-        raise SelectorCompileError("Syntax error: expression nests too deeply") from None
+        tree = parse_cel(text)
+    except CelSyntaxError as error:
+        where = f" at line {error.line}, column {error.column}" if error.line is not None else ""
+        expected = f" ({error.expected})" if error.expected else ""
+        raise SelectorCompileError(f"Syntax error{where}{expected}: {error}") from None
     builder = _Builder()
     root = builder.build(tree)
     return Parsed(root, builder.nodes)
-
-
-@lru_cache(maxsize=1)
-def _parser() -> CELParser:
-    return CELParser()
 
 
 class _Builder:
@@ -175,6 +170,14 @@ class _Builder:
     def _member_index(self, tree: lark.Tree) -> Node:
         operand, index = tree.children
         return Index(self.build(operand), self.build(index))
+
+    def _member_dot_opt(self, tree: lark.Tree) -> Node:
+        operand, name = tree.children
+        return Select(self.build(operand), str(name), optional=True)
+
+    def _member_index_opt(self, tree: lark.Tree) -> Node:
+        operand, index = tree.children
+        return Index(self.build(operand), self.build(index), optional=True)
 
     def _member_object(self, tree: lark.Tree) -> Node:
         raise SelectorCompileError("message construction (Type{field: value}) is not available in device selectors")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from .cel_ast import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .errors import SelectorCompileError
 from .library import FUNCTIONS
-from .types import (BOOL, BYTES, DEVICE, DEVICE_FIELDS, DOUBLE, DYN, INT, NULL, QUANTITY, SEMVER, STRING, TYPE, UINT,
-                    Type, assignable, element, is_list, is_map, list_of, map_of, show, unify)
+from .types import (BOOL, BYTES, DEVICE, DEVICE_FIELDS, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, assignable,
+                    element, is_list, is_map, is_optional, list_of, map_of, optional_of, show, unify)
 from .values import CelType, UInt
 
 MAX_ENTRIES = 32  # domains per device, ids per domain (ResourceSliceMaxAttributesAndCapacitiesPerDevice)
@@ -65,6 +65,13 @@ class _Checker:
 
     def _Select(self, node: Select, scope) -> Checked:
         operand = self.visit(node.operand, scope)
+        if is_optional(operand.type) or node.optional:  # x.?f, or any selection on an optional
+            inner = Checked(operand.type[1] if is_optional(operand.type) else operand.type, operand.cost, operand.size)
+            plain = self._select(Select(node.operand, node.field, node.test_only), inner)
+            return Checked(plain.type if node.test_only else optional_of(plain.type), plain.cost, plain.size)
+        return self._select(node, operand)
+
+    def _select(self, node: Select, operand: Checked) -> Checked:
         t = operand.type
         if t == DEVICE:
             if node.field not in DEVICE_FIELDS:
@@ -84,6 +91,13 @@ class _Checker:
 
     def _Index(self, node: Index, scope) -> Checked:
         operand, index = self.visit(node.operand, scope), self.visit(node.index, scope)
+        if is_optional(operand.type) or node.optional:  # m[?k], or any index on an optional
+            inner = Checked(operand.type[1] if is_optional(operand.type) else operand.type, operand.cost, operand.size)
+            plain = self._index(inner, index)
+            return Checked(optional_of(plain.type), plain.cost, plain.size)
+        return self._index(operand, index)
+
+    def _index(self, operand: Checked, index: Checked) -> Checked:
         t, cost = operand.type, operand.cost + index.cost + 1
         if is_list(t):
             self._expect("_[_]", [t, index.type], assignable(INT, index.type) or index.type in (UINT, DOUBLE))
@@ -237,6 +251,13 @@ def _refine(function: str, result: Type, types: list[Type]) -> Type:
         joined = unify(types[0], types[1])
         return joined if joined is not None else result
     if function in ("slice", "distinct", "reverse", "sort") and types and is_list(types[0]):
+        return types[0]
+    if function in ("value", "orValue") and types and is_optional(types[0]):
+        inner = types[0][1] if function == "value" else unify(types[0][1], types[1])
+        return inner if inner is not None else result
+    if function in ("optional.of", "optional.ofNonZeroValue") and types:
+        return optional_of(types[0])
+    if function == "or" and types and is_optional(types[0]):
         return types[0]
     return result
 

@@ -12,7 +12,7 @@ from typing import Callable
 from .cel_ast import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .errors import CelRuntimeError
 from .library import FUNCTIONS, contains, runtime_accepts
-from .values import MISSING, CelType, UInt, compare, equals, go_type_name, lookup_key, type_name
+from .values import MISSING, NONE, CelType, OptionalValue, UInt, compare, equals, go_type_name, lookup_key, type_name
 
 Closure = Callable[[dict], object]
 
@@ -103,42 +103,25 @@ class _Compiler:
 
     @staticmethod
     def _Select(node: Select) -> Closure:
-        operand, field, test_only = compile_node(node.operand), node.field, node.test_only
+        operand, field, test_only, optional = compile_node(node.operand), node.field, node.test_only, node.optional
 
         def select(env: dict) -> object:
             value = operand(env)
-            if isinstance(value, DeviceValue):
-                return True if test_only else value.fields[field]
-            if isinstance(value, dict):
-                found = lookup_key(value, field)
-                if test_only:
-                    return found is not MISSING and not (isinstance(value, DomainMap) and found is _EMPTY)
-                if found is MISSING:
-                    raise CelRuntimeError(f"no such key: {field}")
-                return found
-            raise CelRuntimeError(f"type '{type_name(value)}' does not support field selection")
+            if type(value) is OptionalValue or optional:
+                return _optionally(value, optional, lambda v: _select(v, field, test_only), field)
+            return _select(value, field, test_only)
 
         return select
 
     @staticmethod
     def _Index(node: Index) -> Closure:
-        operand, index = compile_node(node.operand), compile_node(node.index)
+        operand, index, optional = compile_node(node.operand), compile_node(node.index), node.optional
 
         def lookup(env: dict) -> object:
             container, key = operand(env), index(env)
-            if isinstance(container, list):
-                if type(key) not in (int, UInt, float) or (type(key) is float and key != int(key)):
-                    raise CelRuntimeError(f"unsupported index type '{type_name(key)}' in list")
-                position = int(key)
-                if not 0 <= position < len(container):
-                    raise CelRuntimeError(f"index out of bounds: {position}")
-                return container[position]
-            if isinstance(container, dict):
-                found = lookup_key(container, key)
-                if found is MISSING:
-                    raise CelRuntimeError(f"no such key: {key}")
-                return found
-            raise CelRuntimeError(f"no such overload: {type_name(container)}[{type_name(key)}]")
+            if type(container) is OptionalValue or optional:
+                return _optionally(container, optional, lambda c: _index(c, key), key)
+            return _index(container, key)
 
         return lookup
 
@@ -190,6 +173,58 @@ class _Compiler:
             raise CelRuntimeError(f"no such overload: {name}({shown})")
 
         return call
+
+
+def _select(value: object, field: str, test_only: bool) -> object:
+    if isinstance(value, DeviceValue):
+        return True if test_only else value.fields[field]
+    if isinstance(value, dict):
+        found = lookup_key(value, field)
+        if test_only:
+            return found is not MISSING and not (isinstance(value, DomainMap) and found is _EMPTY)
+        if found is MISSING:
+            raise CelRuntimeError(f"no such key: {field}")
+        return found
+    raise CelRuntimeError(f"type '{type_name(value)}' does not support field selection")
+
+
+def _index(container: object, key: object) -> object:
+    if isinstance(container, list):
+        if type(key) not in (int, UInt, float) or (type(key) is float and key != int(key)):
+            raise CelRuntimeError(f"unsupported index type '{type_name(key)}' in list")
+        position = int(key)
+        if not 0 <= position < len(container):
+            raise CelRuntimeError(f"index out of bounds: {position}")
+        return container[position]
+    if isinstance(container, dict):
+        found = lookup_key(container, key)
+        if found is MISSING:
+            raise CelRuntimeError(f"no such key: {key}")
+        return found
+    raise CelRuntimeError(f"no such overload: {type_name(container)}[{type_name(key)}]")
+
+
+def _optionally(value: object, optional: bool, access: Callable[[object], object], key: object) -> object:
+    """`x.?f` / `m[?k]`: none when absent; any access on a present optional stays optional."""
+    if type(value) is OptionalValue:
+        if not value.present:
+            return NONE
+        value = value.value
+    if optional and not _present(value, key):
+        return NONE
+    return OptionalValue(True, access(value))
+
+
+def _present(container: object, key: object) -> bool:
+    if isinstance(container, DeviceValue):
+        return key in container.fields
+    if isinstance(container, DomainMap):
+        return lookup_key(container, key, presence=True) is not MISSING
+    if isinstance(container, dict):
+        return lookup_key(container, key) is not MISSING
+    if isinstance(container, list):
+        return type(key) in (int, UInt) and 0 <= key < len(container)
+    return True  # the access raises its own error
 
 
 def _absorbing(left: Closure, right: Closure, decisive: bool) -> Closure:

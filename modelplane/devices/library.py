@@ -17,9 +17,9 @@ from typing import Callable
 from .errors import CelRuntimeError
 from .quantity import Quantity, QuantityError
 from .semver import Semver, SemverError
-from .types import (BOOL, BYTES, DOUBLE, DYN, INT, LIST_DYN, MAP_DYN, NULL, QUANTITY, SEMVER, STRING, TYPE, UINT,
-                    Type, list_of)
-from .values import CelType, UInt, compare, equals, lookup_key, type_name, MISSING
+from .types import (BOOL, BYTES, DOUBLE, DYN, INT, LIST_DYN, MAP_DYN, NULL, OPTIONAL_DYN, QUANTITY, SEMVER, STRING,
+                    TYPE, UINT, Type, list_of)
+from .values import MISSING, NONE, CelType, OptionalValue, UInt, compare, equals, lookup_key, type_name
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT64_MAX = 2**64 - 1
@@ -554,10 +554,19 @@ def _as_integer(q):
 
 
 define("asApproximateFloat", (QUANTITY,), DOUBLE, member=True)(lambda q: q.as_approximate_float())
-define("add", (QUANTITY, QUANTITY), QUANTITY, member=True)(lambda q, o: q.add(o))
-define("add", (QUANTITY, INT), QUANTITY, member=True)(lambda q, o: q.add(o))
-define("sub", (QUANTITY, QUANTITY), QUANTITY, member=True)(lambda q, o: q.sub(o))
-define("sub", (QUANTITY, INT), QUANTITY, member=True)(lambda q, o: q.sub(o))
+def _arithmetic(operation: Callable) -> Callable:
+    def run(q, other):
+        try:
+            return operation(q, other)
+        except QuantityError as error:
+            raise fail(str(error)) from None
+
+    return run
+
+
+for _other in (QUANTITY, INT):
+    define("add", (QUANTITY, _other), QUANTITY, member=True)(_arithmetic(Quantity.add))
+    define("sub", (QUANTITY, _other), QUANTITY, member=True)(_arithmetic(Quantity.sub))
 
 for _kind in (QUANTITY, SEMVER):
     define("compareTo", (_kind, _kind), INT, member=True)(lambda a, b: a.compare(b))
@@ -593,6 +602,31 @@ define("minor", (SEMVER,), INT, member=True)(lambda v: v.minor)
 define("patch", (SEMVER,), INT, member=True)(lambda v: v.patch)
 
 
+# ---- optionals (cel-go's optional library, enabled in Kubernetes' base environment) ----------------
+
+define("optional.of", (DYN,), OPTIONAL_DYN)(lambda v: OptionalValue(True, v))
+define("optional.none", (), OPTIONAL_DYN)(lambda: NONE)
+
+
+@define("optional.ofNonZeroValue", (DYN,), OPTIONAL_DYN)
+def _of_non_zero(v):
+    zero = v in (0, "", b"", False, None) if type(v) in (int, UInt, float, str, bytes, bool, type(None)) else \
+        (len(v) == 0 if isinstance(v, (list, dict)) else False)
+    return NONE if zero else OptionalValue(True, v)
+
+
+define("hasValue", (OPTIONAL_DYN,), BOOL, member=True)(lambda o: o.present)
+define("orValue", (OPTIONAL_DYN, DYN), DYN, member=True)(lambda o, v: o.value if o.present else v)
+define("or", (OPTIONAL_DYN, OPTIONAL_DYN), OPTIONAL_DYN, member=True)(lambda o, p: o if o.present else p)
+
+
+@define("value", (OPTIONAL_DYN,), DYN, member=True)
+def _optional_value(o):
+    if not o.present:
+        raise fail("optional.none() dereference")
+    return o.value
+
+
 # ---- runtime type tests ---------------------------------------------------------------------------
 
 _RUNTIME_TYPES: dict[Type, Callable[[object], bool]] = {
@@ -612,7 +646,7 @@ _RUNTIME_TYPES: dict[Type, Callable[[object], bool]] = {
 
 def runtime_accepts(param: Type, value: object) -> bool:
     if isinstance(param, tuple):
-        return isinstance(value, list) if param[0] == "list" else isinstance(value, dict)
+        return isinstance(value, {"list": list, "map": dict, "optional": OptionalValue}[param[0]])
     return _RUNTIME_TYPES[param](value)
 
 

@@ -62,6 +62,9 @@ _POW10_NEG32 = [float(f"1e-{32 * i}") for i in range(11)]
 _FLOAT_DIGITS_LIMIT = 330  # an integer with more digits than this is beyond float64's range
 
 
+MAX_SCALE_GAP = 10_000  # Go would build a number this many digits long; we refuse instead of hanging
+
+
 class QuantityError(ValueError):
     """A quantity string Kubernetes would reject, or a failed integer conversion."""
 
@@ -349,6 +352,8 @@ class Quantity:
     def _dec_sum(self, other: Quantity, sign: int, fmt: str) -> Quantity:
         """inf.Dec Add/Sub: the exact sum, at the larger of the two inf scales."""
         (xc, xe, xg), (yc, ye, yg) = self._dec_parts(), other._dec_parts()
+        if abs(xe - ye) > MAX_SCALE_GAP:  # the exact sum would have that many digits
+            raise QuantityError(f"quantity arithmetic across {abs(xe - ye)} decimal places is not supported")
         e = min(xe, ye)
         c = xc * 10 ** (xe - e) + sign * yc * 10 ** (ye - e)
         return Quantity._make(c, e, fmt, dec=True, gs=max(xg, yg))

@@ -24,7 +24,11 @@ def map_of(key: Type, value: Type) -> Type:
     return ("map", key, value)
 
 
-LIST_DYN, MAP_DYN = list_of(DYN), map_of(DYN, DYN)
+def optional_of(inner: Type) -> Type:
+    return ("optional", inner)
+
+
+LIST_DYN, MAP_DYN, OPTIONAL_DYN = list_of(DYN), map_of(DYN, DYN), optional_of(DYN)
 
 # The `device` variable: Kubernetes' DRA device type (with consumable capacity and list-typed
 # attributes enabled, as the scheduler's StoredExpressions environment has them).
@@ -44,6 +48,10 @@ def is_map(t: Type) -> bool:
     return isinstance(t, tuple) and t[0] == "map"
 
 
+def is_optional(t: Type) -> bool:
+    return isinstance(t, tuple) and t[0] == "optional"
+
+
 def element(t: Type) -> Type:
     return t[1] if is_list(t) else DYN
 
@@ -53,6 +61,8 @@ def show(t: Type) -> str:
         return f"list({show(t[1])})"
     if is_map(t):
         return f"map({show(t[1])}, {show(t[2])})"
+    if is_optional(t):
+        return f"optional_type({show(t[1])})"
     return str(t)
 
 
@@ -64,6 +74,8 @@ def assignable(param: Type, arg: Type) -> bool:
         return assignable(param[1], arg[1])
     if is_map(param) and is_map(arg):
         return assignable(param[1], arg[1]) and assignable(param[2], arg[2])
+    if is_optional(param) and is_optional(arg):
+        return assignable(param[1], arg[1])
     return False
 
 
@@ -81,4 +93,7 @@ def unify(a: Type, b: Type) -> Type | None:
     if is_map(a) and is_map(b):
         key, value = unify(a[1], b[1]), unify(a[2], b[2])
         return map_of(key, value) if key is not None and value is not None else None
+    if is_optional(a) and is_optional(b):
+        inner = unify(a[1], b[1])
+        return optional_of(inner) if inner is not None else None
     return None

@@ -31,6 +31,21 @@ class CelType:
         return self.name
 
 
+class OptionalValue:
+    """CEL's optional: `optional.of(x)` or `optional.none()`, made by `x.?field` and `m[?key]`."""
+
+    __slots__ = ("present", "value")
+
+    def __init__(self, present: bool, value: object = None) -> None:
+        self.present, self.value = present, value
+
+    def __repr__(self) -> str:
+        return f"optional.of({self.value!r})" if self.present else "optional.none()"
+
+
+NONE = OptionalValue(False)
+
+
 def type_name(value: object) -> str:
     """The CEL type name of a runtime value."""
     kind = type(value)
@@ -58,6 +73,8 @@ def type_name(value: object) -> str:
         return "kubernetes.Semver"
     if kind is CelType:
         return "type"
+    if kind is OptionalValue:
+        return "optional_type"
     return getattr(value, "cel_type", kind.__name__)
 
 
@@ -107,6 +124,8 @@ def equals(left: object, right: object) -> bool:
         return True
     if lt is CelType:
         return left.name == right.name
+    if lt is OptionalValue:
+        return left.present == right.present and (not left.present or equals(left.value, right.value))
     return left == right
 
 
