@@ -195,3 +195,15 @@ def test_cache_evaluates_each_pair_once():
         assert cache.matches('device.capacity["gpu.example.com"].memory.compareTo(quantity("20Gi")) >= 0', other_count) is True
         assert isinstance(cache.matches("device.attributes['gpu.example.com'].x", FAKE), SelectorEvaluationError)
     assert (cache.lookups, cache.evaluations) == (30, 2)
+
+
+@pytest.mark.parametrize("published, integer", [("1.5Gi", True), ("1000m", True), ("1.5", False), ("80Gi", True)])
+def test_capacities_are_seen_in_canonical_form(published, integer):
+    """The API server stores 1.5Gi as 1536Mi and 1000m as 1, so isInteger() sees the canonical value."""
+    device = {"driver": "gpu.example.com", "capacity": {"memory": {"value": published}}}
+    assert evaluate('device.capacity["gpu.example.com"].memory.isInteger()', device) is integer
+
+
+def test_short_and_qualified_names_meet_under_the_driver_domain():
+    device = {"driver": "gpu.example.com", "attributes": {"gpu.example.com/model": {"string": "x"}}}
+    assert evaluate('device.attributes["gpu.example.com"].model == "x"', device)

@@ -163,16 +163,25 @@ class _Compiler:
         parts = ([compile_node(node.target)] if node.target is not None else []) + [compile_node(a) for a in node.args]
         member = node.target is not None
         overloads = [o for o in FUNCTIONS.get(name, ()) if o.member == member and len(o.params) == len(parts)]
+        if name in _FOLDABLE and all(isinstance(a, Lit) for a in node.args):
+            try:  # quantity("20Gi") with a literal: parse once, not on every evaluation
+                value = _dispatch(name, overloads, [a.value for a in node.args])
+                return lambda env: value
+            except CelRuntimeError:
+                pass  # a bad literal stays a runtime error, as in Kubernetes
 
-        def call(env: dict) -> object:
-            values = [p(env) for p in parts]
-            for overload in overloads:
-                if all(runtime_accepts(t, v) for t, v in zip(overload.params, values)):
-                    return overload.impl(*values)
-            shown = ", ".join(type_name(v) for v in values)
-            raise CelRuntimeError(f"no such overload: {name}({shown})")
+        return lambda env: _dispatch(name, overloads, [p(env) for p in parts])
 
-        return call
+
+_FOLDABLE = {"quantity", "semver", "isQuantity", "isSemver"}  # pure functions of their literal arguments
+
+
+def _dispatch(name: str, overloads: list, values: list) -> object:
+    for overload in overloads:
+        if all(runtime_accepts(t, v) for t, v in zip(overload.params, values)):
+            return overload.impl(*values)
+    shown = ", ".join(type_name(v) for v in values)
+    raise CelRuntimeError(f"no such overload: {name}({shown})")
 
 
 def _select(value: object, field: str, test_only: bool) -> object:
