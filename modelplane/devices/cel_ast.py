@@ -91,6 +91,7 @@ class Bind(Node):
 class Parsed:
     root: Node
     node_count: int = field(compare=False)
+    functions: frozenset[str] = frozenset()  # every function and macro called
 
 
 _OPERATORS = {
@@ -113,16 +114,20 @@ def parse(text: str) -> Parsed:
         raise SelectorCompileError(f"Syntax error{where}{expected}: {error}") from None
     builder = _Builder()
     root = builder.build(tree)
-    return Parsed(root, builder.nodes)
+    return Parsed(root, builder.nodes, frozenset(builder.functions))
 
 
 class _Builder:
     def __init__(self) -> None:
         self.nodes = 0
+        self.functions: set[str] = set()
 
     def build(self, tree: lark.Tree) -> Node:
         self.nodes += 1
-        return getattr(self, f"_{tree.data}")(tree)
+        node = getattr(self, f"_{tree.data}")(tree)
+        if isinstance(node, (Call, Comprehension)):
+            self.functions.add(node.function if isinstance(node, Call) else node.macro)
+        return node
 
     def _child(self, tree: lark.Tree) -> Node:
         return self.build(tree.children[0])

@@ -22,11 +22,19 @@ MAX_EXPRESSION_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
 MAX_ESTIMATED_COST = 1_000_000  # CELSelectorExpressionMaxCost
 
 
+# Functions the scheduler's environment has but a default API server refuses in a new selector.
+_GATED_FUNCTIONS = {
+    "includes": "includes() needs the DRAListTypeAttributes feature gate (alpha since Kubernetes 1.36, off by "
+                "default), so the API server would refuse this selector; compare the attribute with == instead",
+}
+
+
 @dataclass(frozen=True)
 class CompiledSelector:
     expression: str
     estimated_cost: int
     program: Callable[[dict], object] = field(repr=False, compare=False)
+    functions: frozenset[str] = frozenset()
 
     def matches(self, device: DeviceValue) -> bool:
         """True or False; SelectorEvaluationError on a runtime error or a non-bool result."""
@@ -51,7 +59,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         checked = checker.check(parsed.root)
     except RecursionError:
         raise SelectorCompileError("expression nests too deeply") from None
-    return CompiledSelector(expression, checked.cost, compile_node(parsed.root))
+    return CompiledSelector(expression, checked.cost, compile_node(parsed.root), parsed.functions)
 
 
 def validate_selector(expression: str) -> CompiledSelector:
@@ -59,6 +67,8 @@ def validate_selector(expression: str) -> CompiledSelector:
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise SelectorCompileError(f"expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_LENGTH}")
     compiled = compile_selector(expression)
+    for function in sorted(compiled.functions & _GATED_FUNCTIONS.keys()):
+        raise SelectorCompileError(f"undeclared reference to '{function}': {_GATED_FUNCTIONS[function]}")
     if compiled.estimated_cost > MAX_ESTIMATED_COST:
         raise SelectorCompileError(f"too complex: estimated cost {compiled.estimated_cost} exceeds the limit of "
                                    f"{MAX_ESTIMATED_COST} (nested macros over large lists?)")
