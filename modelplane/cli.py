@@ -5,13 +5,16 @@ Exit codes: 0 success, 2 invalid input (every problem listed, no traceback).
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from .api import ConfigError, Fleet, ModelplaneError, load_fleet
+from . import views
+from .api import ConfigError, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
 from .devices import selector_problem
+from .scheduling import load_previous, schedule
 
 EXIT_OK, EXIT_INVALID = 0, 2
 
@@ -27,6 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     validate = commands.add_parser("validate", help="check a stack's config and list every problem")
     _stack_source(validate)
+    plan = commands.add_parser("plan", help="show where every replica goes (the placement preview)")
+    _stack_source(plan)
+    plan.add_argument("--previous", type=Path, metavar="FILE",
+                      help="the last placement (`pulumi stack output placement --json` or `plan --output json`)")
+    plan.add_argument("--output", choices=("table", "json"), default="table")
+    explain = commands.add_parser("explain", help="why each cluster does or does not take a deployment's replicas")
+    explain.add_argument("deployments", nargs="+", metavar="NAMESPACE/DEPLOYMENT")
+    _stack_source(explain)
+    explain.add_argument("--previous", type=Path, metavar="FILE")
     return parser
 
 
@@ -74,11 +86,47 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _planned(args: argparse.Namespace):
+    stack_file, fleet = load(args.stack, args.config)
+    for warning in fleet.warnings:
+        print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
+    return fleet, schedule(fleet, load_previous(args.previous))
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    fleet, result = _planned(args)
+    if args.output == "json":
+        sys.stdout.write(result.document().to_json())
+    else:
+        sys.stdout.write(views.plan_table(result))
+    for plan in result.deployments.values():
+        if plan.short:
+            print(f"warning: {plan.key}: {plan.conditions[0].message}; {result.explain(plan.key).summary}",
+                  file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    fleet, result = _planned(args)
+    keys = []
+    for text in args.deployments:
+        namespace, slash, name = text.partition("/")
+        key = NamespacedName(namespace, name)
+        if not slash or key not in result.deployments:
+            known = sorted(str(k) for k in result.deployments)
+            close = difflib.get_close_matches(text, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; deployments: {', '.join(known) or 'none'}"
+            raise ModelplaneError(f"no ModelDeployment {text} (write NAMESPACE/NAME){hint}")
+        keys.append(key)
+    sys.stdout.write("\n".join(views.explain_table(result.explain(key)) for key in keys))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"validate": cmd_validate}[args.command](args)
+        return {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain}[args.command](args)
     except ConfigError as error:
         stack_file = getattr(error, "stack_file", None)
         noun = "error" if len(error.issues) == 1 else "errors"

@@ -1,0 +1,81 @@
+"""Typed reasons why a cluster or pool cannot take a replica (the scheduler framework's filter statuses).
+
+Each reason has a `code`, a `summary` that aggregates across clusters ("untolerated taint
+modelplane.ai/drain (NoExecute)") and a `detail` naming the member, request, expression or pool.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    summary: str
+    detail: str
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "summary": self.summary, "detail": self.detail}
+
+
+def not_selected(missing: dict[str, str]) -> Reason:
+    pairs = ", ".join(f"{k}={v}" for k, v in sorted(missing.items()))
+    return Reason("NotSelected", "not matched by clusterSelector", f"cluster lacks the labels {pairs}")
+
+
+def outside_cache(cache_labels: dict[str, str]) -> Reason:
+    pairs = ", ".join(f"{k}={v}" for k, v in sorted(cache_labels.items()))
+    return Reason("OutsideCacheFootprint", "outside the ModelCache footprint",
+                  f"the ModelCache is staged only on clusters labelled {pairs}")
+
+
+def untolerated_taint(key: str, value: str | None, effect: str) -> Reason:
+    shown = f"{key}={value}" if value else key
+    return Reason("UntoleratedTaint", f"untolerated taint {shown} ({effect})",
+                  f"the cluster is tainted {shown}:{effect} and the deployment does not tolerate it")
+
+
+def evicted(key: str, value: str | None) -> Reason:
+    shown = f"{key}={value}" if value else key
+    return Reason("Evicted", f"evicted by taint {shown} (NoExecute)",
+                  f"the cluster is tainted {shown}:NoExecute, which moves existing replicas off it")
+
+
+def no_pools() -> Reason:
+    return Reason("NoPools", "no node pools", "the cluster publishes no node pools")
+
+
+def selector_mismatch(engine: str, member: int, request: str, expression: str, pool: str) -> Reason:
+    return Reason("SelectorMismatch", f"no device matches engine {engine} request {request}",
+                  f"pool {pool}: no device has enough free count and satisfies engine {engine} member {member} "
+                  f"request {request}: {expression}")
+
+
+def selector_error(engine: str, member: int, request: str, expression: str, pool: str, device: str,
+                   message: str) -> Reason:
+    return Reason("SelectorError", f"selector error for engine {engine} request {request}",
+                  f"pool {pool}: engine {engine} member {member} request {request}: `{expression}` fails on device "
+                  f"{device}: {message} (Kubernetes would abort allocation, so modelplane never places it here)")
+
+
+def only_synthetic(engine: str, pool: str) -> Reason:
+    return Reason("OnlySynthetic", f"engine {engine} matches only Synthetic devices",
+                  f"pool {pool}: engine {engine} would claim no DRA device (only Synthetic devices matched); "
+                  "at least one device must be claimable")
+
+
+def insufficient_capacity(pool: str, needed: int, free: int) -> Reason:
+    return Reason("InsufficientCapacity", f"insufficient capacity (needs {needed} node{'s' if needed != 1 else ''}, "
+                  f"{free} free)", f"pool {pool}: needs {needed} nodes, {free} free")
+
+
+def no_longer_fits(detail: str) -> Reason:
+    return Reason("NoLongerFits", "replica no longer fits its pinned pool", detail)
+
+
+def summarize(available: int, total: int, primary: list[Reason]) -> str:
+    """'0/3 clusters are available: 1 untolerated taint x (NoExecute), 2 insufficient capacity (...)'."""
+    counts = Counter(reason.summary for reason in primary)
+    parts = ", ".join(f"{n} {summary}" for summary, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{available}/{total} clusters are available" + (f": {parts}" if parts else "")

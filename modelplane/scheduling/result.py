@@ -1,0 +1,176 @@
+"""The scheduler's result: one object that the plan, explain, stack outputs and warnings all read."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..api import NamespacedName
+from . import reasons
+from .document import API_VERSION, KIND, PlacementDocument
+from .matching import ResolvedRequest
+from .snapshot import missing_labels
+
+if TYPE_CHECKING:
+    from .snapshot import Cluster, Workload
+
+
+@dataclass(frozen=True)
+class MemberAssignment:
+    role: str
+    node_pool: str
+    pods: int
+    device_requests: tuple[ResolvedRequest, ...]  # empty for a claimless member (it costs no node)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "nodePool": self.node_pool, "pods": self.pods}
+        if self.device_requests:
+            out["deviceRequests"] = [{"name": r.name, "deviceClassName": r.device_class_name, "count": r.count,
+                                      "selectors": [{"cel": s} for s in r.selectors]} for r in self.device_requests]
+        return out
+
+
+@dataclass(frozen=True)
+class EngineAssignment:
+    name: str
+    copies: int
+    phase: str | None
+    members: tuple[MemberAssignment, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "copies": self.copies}
+        if self.phase:
+            out["phase"] = self.phase
+        out["members"] = [m.to_dict() for m in self.members]
+        return out
+
+
+@dataclass(frozen=True)
+class PlacedReplica:
+    key: NamespacedName  # the deployment
+    name: str
+    cluster: str
+    index: int
+    engines: tuple[EngineAssignment, ...]
+    status: str  # "retained" | "new"
+
+    @property
+    def pools(self) -> list[str]:
+        return sorted({m.node_pool for e in self.engines for m in e.members})
+
+    def node_cost(self) -> int:
+        return sum(m.pods * e.copies for e in self.engines for m in e.members if m.device_requests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.key.namespace, "deployment": self.key.name, "name": self.name,
+                "cluster": self.cluster, "index": self.index, "engines": [e.to_dict() for e in self.engines]}
+
+
+@dataclass(frozen=True)
+class RemovedReplica:
+    replica: PlacedReplica
+    reason: reasons.Reason
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True)
+class DeploymentPlan:
+    key: NamespacedName
+    desired: int
+    replicas: tuple[PlacedReplica, ...]
+    conditions: tuple[Condition, ...]
+    removed: tuple[RemovedReplica, ...] = ()
+
+    @property
+    def scheduled(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def short(self) -> bool:
+        return self.scheduled < self.desired
+
+    def by_cluster(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for replica in self.replicas:
+            counts[replica.cluster] = counts.get(replica.cluster, 0) + 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.key.namespace, "name": self.key.name, "replicas": self.desired,
+                "scheduled": self.scheduled, "conditions": [c.to_dict() for c in self.conditions]}
+
+
+def conditions_for(workload: "Workload", replicas: list, clusters: tuple["Cluster", ...]) -> tuple[Condition, ...]:
+    """ReplicasScheduled, False whenever short (unlike the reference's issue #437)."""
+    candidates = [c for c in clusters if not missing_labels(c.labels, {**workload.selector, **workload.cache_selector})]
+    message = f"Scheduled {len(replicas)} of {workload.replicas} replicas"
+    if not candidates:
+        return (Condition("ReplicasScheduled", "False", "NoClusters",
+                          "No InferenceCluster matches the clusterSelector (and ModelCache footprint)"),)
+    if len(replicas) < workload.replicas:
+        return (Condition("ReplicasScheduled", "False", "InsufficientCapacity", message),)
+    return (Condition("ReplicasScheduled", "True", "ReplicasCreated", message),)
+
+
+@dataclass(frozen=True)
+class ClusterVerdict:
+    """Why a cluster does or does not take one more replica of a deployment, right now."""
+
+    cluster: str
+    hosts: int  # replicas of this deployment on it
+    available: bool  # could take one more
+    reasons: tuple[reasons.Reason, ...]
+    free: dict[str, int] = field(default_factory=dict)  # pool -> free nodes
+
+    @property
+    def primary(self) -> reasons.Reason | None:
+        return self.reasons[0] if self.reasons else None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    key: NamespacedName
+    plan: DeploymentPlan
+    verdicts: tuple[ClusterVerdict, ...]
+
+    @property
+    def summary(self) -> str:
+        unavailable = [v.primary for v in self.verdicts if not v.available and v.primary is not None]
+        return reasons.summarize(sum(v.available for v in self.verdicts), len(self.verdicts), unavailable)
+
+
+@dataclass
+class PlanResult:
+    deployments: dict[NamespacedName, DeploymentPlan]
+    ledger: Any
+    orphans: tuple[RemovedReplica, ...]
+    clusters: tuple
+    workloads: tuple
+    fits: dict
+    matcher: Any
+
+    def replicas(self) -> list[PlacedReplica]:
+        return [r for plan in self.deployments.values() for r in plan.replicas]
+
+    def removed(self) -> list[RemovedReplica]:
+        return [r for plan in self.deployments.values() for r in plan.removed] + list(self.orphans)
+
+    def document(self) -> PlacementDocument:
+        return PlacementDocument.model_validate({
+            "apiVersion": API_VERSION, "kind": KIND,
+            "replicas": [r.to_dict() for r in self.replicas()],
+            "deployments": [p.to_dict() for p in self.deployments.values()]})
+
+    def explain(self, key: NamespacedName) -> Explanation:
+        from .diagnosis import explain  # diagnosis reads the result; kept out of the hot path
+
+        return explain(self, key)

@@ -1,0 +1,265 @@
+"""The fleet scheduler (spec §4): retain, scale down, then fill, for every deployment in one pass.
+
+    snapshot  -> clusters (published pools) and workloads (what each deployment asks for)
+    retain    -> each previous replica keeps its cluster and index while still eligible and its
+                 pinned pools still match; NoExecute taints evict
+    scale     -> surplus removed from the most-loaded cluster, then the later name, then the highest index
+    ledger    -> every retained replica of every deployment charged first, at its stamped cost
+    fill      -> deployments in (namespace, name) order, one replica at a time, to the eligible
+                 cluster with the fewest replicas of that deployment (ties: name); engines never
+                 split across pools; lowest free index per cluster
+
+Deterministic: inputs are sorted and every tie-break ends in a name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..api import Fleet, NamespacedName
+from ..devices import SelectorCache
+from . import reasons
+from .document import DocReplica, PlacementDocument
+from .matching import Matcher, ResolvedRequest
+from .names import replica_name
+from .result import (DeploymentPlan, EngineAssignment, MemberAssignment, PlacedReplica, PlanResult, RemovedReplica,
+                     conditions_for)
+from .snapshot import Cluster, Engine, Pool, Workload, clusters_of, missing_labels, untolerated, workloads_of
+
+
+@dataclass
+class Ledger:
+    """Free nodes per (cluster, pool): declared nodeCount minus what replicas occupy."""
+
+    capacity: dict[tuple[str, str], int]
+    free: dict[tuple[str, str], int]
+
+    @classmethod
+    def of(cls, clusters: tuple[Cluster, ...]) -> "Ledger":
+        capacity = {(c.name, p.name): p.nodes for c in clusters for p in c.pools}
+        return cls(capacity, dict(capacity))
+
+    def charge(self, cluster: str, pool: str, nodes: int) -> None:
+        if (cluster, pool) in self.free:
+            self.free[(cluster, pool)] -= nodes
+
+
+class _Fit:
+    """Per workload: which pools can host each engine, ignoring capacity (memoised per device class)."""
+
+    def __init__(self, workload: Workload, matcher: Matcher) -> None:
+        self.workload, self.matcher = workload, matcher
+        self._by_class: dict[str, tuple] = {}
+
+    def engine_on(self, pool: Pool, engine: Engine):
+        """Resolved requests per member if every member fits the pool, else None."""
+        key = pool.class_name
+        if key not in self._by_class:
+            self._by_class[key] = tuple(tuple(self.matcher.fits(pool, m) for m in e.members)
+                                        for e in self.workload.engines)
+        return self._by_class[key][engine.index]
+
+    def claimable(self, cluster: Cluster, engine: Engine) -> list[bool]:
+        """Per member: does some pool give it at least one DRA device (capacity ignored)?"""
+        return [any(bool(self.matcher.fits(p, m)) for p in cluster.pools) for m in engine.members]
+
+
+def place_engines(cluster: Cluster, workload: Workload, fit: _Fit, ledger: Ledger) -> list[EngineAssignment] | None:
+    """§4.4: every engine on one pool, in declared order, against a trial copy of the ledger."""
+    trial: dict[str, int] = {}
+    placed = []
+    for engine in workload.engines:
+        claimable = fit.claimable(cluster, engine)
+        if not any(claimable):
+            return None
+        for pool in cluster.pools:
+            resolved = fit.engine_on(pool, engine)
+            if any(r is None for r in resolved):
+                continue  # a member does not match this pool
+            if any(c and not r for c, r in zip(claimable, resolved)):
+                continue  # don't strand a claim-capable member on a Synthetic-only match
+            cost = sum(m.pods * engine.copies for m, r in zip(engine.members, resolved) if r)
+            free = trial.get(pool.name, ledger.free.get((cluster.name, pool.name), 0))
+            if free < cost:
+                continue
+            trial[pool.name] = free - cost
+            placed.append(_assignment(engine, pool, resolved))
+            break
+        else:
+            return None
+    return placed
+
+
+def _assignment(engine: Engine, pool: Pool, resolved: tuple) -> EngineAssignment:
+    return EngineAssignment(engine.name, engine.copies, engine.phase, tuple(
+        MemberAssignment(m.role, pool.name, m.pods, tuple(r)) for m, r in zip(engine.members, resolved)))
+
+
+def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors: SelectorCache | None = None) -> PlanResult:
+    previous = previous or PlacementDocument()
+    clusters = clusters_of(fleet)
+    by_name = {c.name: c for c in clusters}
+    workloads = workloads_of(fleet)
+    matcher = Matcher(selectors)
+    fits = {w.key: _Fit(w, matcher) for w in workloads}
+    ledger = Ledger.of(clusters)
+
+    earlier: dict[NamespacedName, list[DocReplica]] = {}
+    for replica in sorted(previous.replicas, key=lambda r: (r.namespace, r.deployment, r.name)):
+        earlier.setdefault(NamespacedName(replica.namespace, replica.deployment), []).append(replica)
+
+    removed: list[RemovedReplica] = []
+    retained: dict[NamespacedName, list[PlacedReplica]] = {}
+    for workload in workloads:
+        kept, dropped = _retain(workload, earlier.get(workload.key, []), by_name, fits[workload.key])
+        kept, surplus = _scale_down(kept, workload.replicas)
+        retained[workload.key] = kept
+        removed += dropped + surplus
+    for key, replicas in sorted(earlier.items()):
+        if key not in fits:
+            removed += [RemovedReplica(_doc_placed(r), reasons.Reason("DeploymentRemoved", "deployment removed",
+                                                                         f"{key} is no longer in the stack config"))
+                        for r in replicas]
+
+    stamped = {(r.namespace, r.deployment, r.cluster, r.index): r for r in previous.replicas}
+    for key, replicas in retained.items():  # retained replicas are charged at their stamped cost
+        for replica in replicas:
+            doc = stamped[(key.namespace, key.name, replica.cluster, replica.index)]
+            for pool, nodes in doc.node_cost().items():
+                ledger.charge(replica.cluster, pool, nodes)
+
+    plans = {}
+    for workload in workloads:
+        placed = _fill(workload, retained[workload.key], clusters, fits[workload.key], ledger)
+        replicas = sorted(retained[workload.key] + placed, key=lambda r: (r.cluster, r.index))
+        plans[workload.key] = DeploymentPlan(workload.key, workload.replicas, tuple(replicas),
+                                             conditions_for(workload, replicas, clusters),
+                                             tuple(r for r in removed if r.replica.key == workload.key))
+    orphans = tuple(r for r in removed if r.replica.key not in plans)
+    return PlanResult(plans, ledger, orphans, clusters, workloads, fits, matcher)
+
+
+def _doc_placed(doc: DocReplica, status: str = "retained") -> PlacedReplica:
+    engines = tuple(EngineAssignment(e.name, e.copies, e.phase, tuple(
+        MemberAssignment(m.role, m.node_pool, m.pods, tuple(
+            ResolvedRequest(d.name, d.device_class_name, d.count, tuple(s.cel for s in d.selectors))
+            for d in m.device_requests)) for m in e.members)) for e in doc.engines)
+    return PlacedReplica(NamespacedName(doc.namespace, doc.deployment), doc.name, doc.cluster, doc.index, engines, status)
+
+
+def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, Cluster],
+            fit: _Fit) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
+    """§4.6: keep each previous replica where it is while it is still eligible there."""
+    kept: list[PlacedReplica] = []
+    dropped: list[RemovedReplica] = []
+    taken: set[tuple[str, int]] = set()
+    for doc in sorted(earlier, key=lambda r: r.name):
+        cluster = clusters.get(doc.cluster)
+        why = None
+        if cluster is None:
+            why = reasons.Reason("ClusterRemoved", "cluster removed", f"cluster {doc.cluster} is no longer in the fleet")
+        elif missing := missing_labels(cluster.labels, workload.selector):
+            why = reasons.not_selected(missing)
+        elif missing_labels(cluster.labels, workload.cache_selector):
+            why = reasons.outside_cache(workload.cache_selector)
+        elif (doc.cluster, doc.index) in taken:
+            why = reasons.Reason("Duplicate", "duplicate identity", f"another replica holds {doc.cluster} index {doc.index}")
+        else:
+            why = untolerated(cluster, workload, ("NoExecute",))
+        engines = None
+        if why is None:
+            engines, why = _re_resolve(workload, doc, cluster, fit)
+        if why is not None:
+            dropped.append(RemovedReplica(_doc_placed(doc), why))
+            continue
+        taken.add((doc.cluster, doc.index))
+        kept.append(PlacedReplica(workload.key, replica_name(workload.key.name, doc.cluster, doc.index), doc.cluster,
+                                  doc.index, engines, "retained"))
+    return kept, dropped
+
+
+def _re_resolve(workload: Workload, doc: DocReplica, cluster: Cluster, fit: _Fit):
+    """The retained replica's engines re-resolved on its pinned pools, or why it must be re-placed."""
+    if len(doc.engines) != len(workload.engines):
+        return None, reasons.no_longer_fits(f"the deployment now has {len(workload.engines)} engine(s), "
+                                            f"the replica {len(doc.engines)}")
+    engines = []
+    for observed in doc.engines:  # retained engine order follows the replica's
+        engine = workload.engine(observed.name)
+        if engine is None:
+            return None, reasons.no_longer_fits(f"engine {observed.name} is no longer in the deployment")
+        roles = [m.role for m in engine.members]
+        if [m.role for m in observed.members] != roles:
+            return None, reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
+        members = []
+        for member, stamped in zip(engine.members, observed.members):
+            pool = cluster.pool(stamped.node_pool)
+            if pool is None:
+                return None, reasons.no_longer_fits(f"pool {stamped.node_pool} is no longer published")
+            resolved = fit.matcher.fits(pool, member)
+            if resolved is None:
+                reason = fit.matcher.why_not(pool, member, engine.name)
+                return None, reasons.no_longer_fits(reason.detail if reason else f"pool {pool.name} no longer matches")
+            members.append(MemberAssignment(member.role, pool.name, member.pods, tuple(resolved)))
+        if not any(m.device_requests for m in members):
+            return None, reasons.no_longer_fits(f"engine {engine.name} would claim no DRA device")
+        engines.append(EngineAssignment(engine.name, engine.copies, engine.phase, tuple(members)))
+    return tuple(engines), None
+
+
+def _scale_down(kept: list[PlacedReplica], desired: int) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
+    """§4.7: remove from the most-loaded cluster, then the later cluster name, then the highest index."""
+    survivors = list(kept)
+    removed = []
+    while len(survivors) > desired:
+        load: dict[str, int] = {}
+        for replica in survivors:
+            load[replica.cluster] = load.get(replica.cluster, 0) + 1
+        victim = max(survivors, key=lambda r: (load[r.cluster], r.cluster, r.index))
+        survivors.remove(victim)
+        removed.append(RemovedReplica(victim, reasons.Reason("ScaledDown", "scaled down",
+                                                             f"replicas reduced to {desired}")))
+    return survivors, removed
+
+
+def eligible_for_new(cluster: Cluster, workload: Workload) -> bool:
+    return not missing_labels(cluster.labels, workload.selector) and \
+        not missing_labels(cluster.labels, workload.cache_selector) and \
+        untolerated(cluster, workload, ("NoSchedule", "NoExecute")) is None
+
+
+def _fill(workload: Workload, kept: list[PlacedReplica], clusters: tuple[Cluster, ...], fit: _Fit,
+          ledger: Ledger) -> list[PlacedReplica]:
+    """§4.9: one replica at a time to the eligible cluster with the fewest of this deployment's replicas."""
+    missing = workload.replicas - len(kept)
+    if missing <= 0:
+        return []
+    load: dict[str, int] = {}
+    used: dict[str, set[int]] = {}
+    for replica in kept:
+        load[replica.cluster] = load.get(replica.cluster, 0) + 1
+        used.setdefault(replica.cluster, set()).add(replica.index)
+    schedulable = [c for c in clusters if eligible_for_new(c, workload)]
+    full: set[str] = set()  # clusters that could not take this deployment: they will not free up in this pass
+    placed = []
+    for _ in range(missing):
+        best = None
+        for cluster in sorted((c for c in schedulable if c.name not in full),
+                              key=lambda c: (load.get(c.name, 0), c.name)):
+            engines = place_engines(cluster, workload, fit, ledger)
+            if engines is not None:
+                best = (cluster, engines)
+                break
+            full.add(cluster.name)
+        if best is None:
+            break
+        cluster, engines = best
+        index = next(i for i in range(len(used.get(cluster.name, ())) + 1) if i not in used.get(cluster.name, set()))
+        used.setdefault(cluster.name, set()).add(index)
+        load[cluster.name] = load.get(cluster.name, 0) + 1
+        for engine in engines:
+            for member in engine.members:
+                if member.device_requests:
+                    ledger.charge(cluster.name, member.node_pool, member.pods * engine.copies)
+        placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, cluster.name, index), cluster.name,
+                                    index, tuple(engines), "new"))
+    return placed

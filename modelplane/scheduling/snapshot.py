@@ -1,0 +1,134 @@
+"""The scheduler's view of the fleet: published pools per cluster, and what each deployment asks for.
+
+Built once per plan from the validated Fleet. Published capacity is the declared `nodeCount`
+(conservative: an autoscaler ceiling is not capacity we can count on).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..api import Fleet, NamespacedName
+from ..api.inference_cluster import Taint
+from ..api.model_deployment import ModelDeployment, Toleration
+from ..devices import device_key
+from . import reasons
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    name: str
+    claim: str  # DRA | Synthetic
+    device_class_name: str
+    count: int
+    key: str  # what selectors can see of it (memoisation key)
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    class_name: str
+    nodes: int
+    devices: tuple[DeviceKind, ...]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    labels: dict
+    taints: tuple[Taint, ...]
+    pools: tuple[Pool, ...]
+
+    def pool(self, name: str) -> Pool | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str
+    count: int
+    selectors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Member:
+    role: str
+    pods: int
+    requests: tuple[Request, ...]
+    index: int
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    copies: int
+    phase: str | None
+    members: tuple[Member, ...]
+    index: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One ModelDeployment as the scheduler needs it."""
+
+    key: NamespacedName
+    replicas: int
+    engines: tuple[Engine, ...]
+    selector: dict  # clusterSelector.matchLabels
+    cache_selector: dict  # the referenced ModelCache's clusterSelector.matchLabels (its footprint)
+    tolerations: tuple[Toleration, ...]
+
+    def engine(self, name: str) -> Engine | None:
+        return next((e for e in self.engines if e.name == name), None)
+
+
+def clusters_of(fleet: Fleet) -> tuple[Cluster, ...]:
+    """Every InferenceCluster, sorted by name, with pools in declared order."""
+    clusters = []
+    for name in sorted(fleet.inference_clusters):
+        spec = fleet.inference_clusters[name]
+        pools = []
+        for pool in spec.node_pools:
+            cls = fleet.inference_classes[pool.class_name]
+            devices = tuple(DeviceKind(d.name, d.claim, d.device_class_name or "", d.count, device_key(d))
+                            for d in cls.devices)
+            pools.append(Pool(pool.name, pool.class_name, pool.node_count, devices))
+        clusters.append(Cluster(name, dict(spec.labels), tuple(spec.taints), tuple(pools)))
+    return tuple(clusters)
+
+
+def workloads_of(fleet: Fleet) -> tuple[Workload, ...]:
+    """Every ModelDeployment in (namespace, name) order."""
+    return tuple(workload_of(fleet, key, fleet.model_deployments[key]) for key in sorted(fleet.model_deployments))
+
+
+def workload_of(fleet: Fleet, key: NamespacedName, deployment: ModelDeployment) -> Workload:
+    spec = deployment.spec
+    engines = []
+    for e, engine in enumerate(spec.engines):
+        members = []
+        for m, member in enumerate(engine.members):
+            requests = tuple(Request(r.name, r.count, tuple(s.cel for s in r.selectors))
+                             for r in (member.node_selector.devices if member.node_selector else ()))
+            members.append(Member(member.role, member.pods, requests, m))
+        engines.append(Engine(engine.name, engine.copies, engine.phase, tuple(members), e))
+    cache_selector: dict = {}
+    if spec.model_cache_ref is not None:
+        cache = fleet.model_caches.get(NamespacedName(key.namespace, spec.model_cache_ref.name))
+        if cache is not None and cache.cluster_selector and cache.cluster_selector.match_labels:
+            cache_selector = dict(cache.cluster_selector.match_labels)
+    selector = dict(spec.cluster_selector.match_labels or {}) if spec.cluster_selector else {}
+    return Workload(key, deployment.replicas, tuple(engines), selector, cache_selector, tuple(spec.tolerations or ()))
+
+
+def untolerated(cluster: Cluster, workload: Workload, effects: tuple[str, ...]) -> reasons.Reason | None:
+    """The first taint with one of `effects` that no toleration tolerates (Kubernetes' rule)."""
+    for taint in cluster.taints:
+        if taint.effect in effects and not any(t.tolerates(taint.key, taint.value, taint.effect)
+                                               for t in workload.tolerations):
+            return reasons.evicted(taint.key, taint.value) if effects == ("NoExecute",) else \
+                reasons.untolerated_taint(taint.key, taint.value, taint.effect)
+    return None
+
+
+def missing_labels(labels: dict, wanted: dict) -> dict:
+    return {k: v for k, v in wanted.items() if labels.get(k) != v}
