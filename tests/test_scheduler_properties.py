@@ -1,0 +1,171 @@
+"""Scheduler invariants over random fleets and random edit sequences (scale, drain, undrain, cluster
+removal, selector edits), each step planned with the previous step's placement:
+
+- no pool is overcommitted by new placements (only replicas kept in place may exceed a shrunk pool);
+- no engine is split across pools;
+- no previous replica disappears without a typed reason; kept replicas keep cluster, index and name;
+- never more replicas than desired;
+- spread when capacity allows (fresh plans: a cluster with two fewer replicas than another could not take one);
+- the same input gives the same output.
+"""
+from __future__ import annotations
+
+import copy
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from modelplane.api import NamespacedName, load_fleet
+from modelplane.scheduling import PlacementDocument, schedule
+
+MEM = 'device.capacity["gpu.example.com"].memory.compareTo(quantity("{}")) >= 0'
+CLASSES = {
+    "small": {"devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",
+                           "capacity": {"memory": {"value": "24Gi"}}}]},
+    "big": {"devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com", "count": 8,
+                         "capacity": {"memory": {"value": "80Gi"}}}]},
+}
+REASONS = {"ScaledDown", "Evicted", "NoLongerFits", "NotSelected", "OutsideCacheFootprint", "ClusterRemoved",
+           "Duplicate", "DeploymentRemoved"}
+
+clusters = st.dictionaries(
+    st.sampled_from(["c1", "c2", "c3", "c4"]),
+    st.fixed_dictionaries({
+        "labels": st.fixed_dictionaries({"region": st.sampled_from(["eu", "us"])}),
+        "cluster": st.just({"source": "Kind"}),
+        "nodePools": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["p", "q", "r"]),
+                                                     "className": st.sampled_from(["small", "big"]),
+                                                     "nodeCount": st.integers(0, 3)}),
+                              min_size=1, max_size=3, unique_by=lambda p: p["name"]),
+    }), min_size=1, max_size=4)
+
+
+def member(role: str, memory: str, count: int, workers: int | None) -> dict:
+    body = {"role": role, "template": {"spec": {"containers": [{"name": "engine", "image": "e"}]}},
+            "nodeSelector": {"devices": [{"name": "gpu", "count": count, "selectors": [{"cel": MEM.format(memory)}]}]}}
+    if workers:
+        body["worker"] = {"nodes": workers}
+    return body
+
+
+@st.composite
+def deployments(draw) -> dict:
+    memory, count = draw(st.sampled_from(["20Gi", "70Gi"])), draw(st.integers(1, 2))
+    if draw(st.booleans()):
+        members = [member("Standalone", memory, count, None)]
+    else:
+        members = [member("Leader", memory, count, None), member("Worker", memory, count, draw(st.integers(1, 2)))]
+    spec: dict = {"engines": [{"name": "e", "copies": draw(st.integers(1, 2)), "members": members}]}
+    if draw(st.booleans()):
+        spec["clusterSelector"] = {"matchLabels": {"region": draw(st.sampled_from(["eu", "us"]))}}
+    return {"replicas": draw(st.integers(1, 5)), "template": {"spec": spec}}
+
+
+fleets = st.fixed_dictionaries({"inferenceClusters": clusters,
+                                "modelDeployments": st.fixed_dictionaries(
+                                    {"ml": st.dictionaries(st.sampled_from(["a", "b", "c"]), deployments(),
+                                                           min_size=1, max_size=3)})})
+
+edits = st.lists(st.one_of(
+    st.tuples(st.just("scale"), st.sampled_from(["a", "b", "c"]), st.integers(1, 6)),
+    st.tuples(st.just("drain"), st.sampled_from(["c1", "c2", "c3", "c4"]), st.sampled_from(["NoSchedule", "NoExecute"])),
+    st.tuples(st.just("undrain"), st.sampled_from(["c1", "c2", "c3", "c4"]), st.just(None)),
+    st.tuples(st.just("remove"), st.sampled_from(["c1", "c2", "c3", "c4"]), st.just(None)),
+    st.tuples(st.just("selector"), st.sampled_from(["a", "b", "c"]), st.sampled_from(["20Gi", "70Gi"])),
+    st.tuples(st.just("shrink"), st.sampled_from(["c1", "c2", "c3", "c4"]), st.integers(0, 2)),
+), max_size=6)
+
+
+def apply(config: dict, edit: tuple) -> None:
+    kind, target, value = edit
+    found = config["modelDeployments"]["ml"].get(target) if kind in ("scale", "selector") else \
+        config["inferenceClusters"].get(target)
+    if found is None:
+        return
+    if kind == "scale":
+        found["replicas"] = value
+    elif kind == "drain":
+        found["taints"] = [{"key": "drain", "effect": value}]
+    elif kind == "undrain":
+        found.pop("taints", None)
+    elif kind == "remove" and len(config["inferenceClusters"]) > 1:
+        del config["inferenceClusters"][target]
+    elif kind == "selector":
+        for m in found["template"]["spec"]["engines"][0]["members"]:
+            m["nodeSelector"]["devices"][0]["selectors"] = [{"cel": MEM.format(value)}]
+    elif kind == "shrink":
+        for pool in found["nodePools"]:
+            pool["nodeCount"] = min(pool["nodeCount"], value)
+
+
+def check(result, previous: PlacementDocument, fleet) -> None:
+    stamped = {(r.namespace, r.deployment, r.cluster, r.index) for r in previous.replicas}
+    used_by_new: dict[tuple[str, str], int] = {}
+    used_by_kept: dict[tuple[str, str], int] = {}
+    for plan in result.deployments.values():
+        assert plan.scheduled <= plan.desired
+        for replica in plan.replicas:
+            for engine in replica.engines:
+                assert len({m.node_pool for m in engine.members}) == 1, "an engine was split across pools"
+                for m in engine.members:
+                    if m.device_requests:
+                        bucket = used_by_new if replica.status == "new" else used_by_kept
+                        key = (replica.cluster, m.node_pool)
+                        bucket[key] = bucket.get(key, 0) + m.pods * engine.copies
+            identity = (plan.key.namespace, plan.key.name, replica.cluster, replica.index)
+            if replica.status == "retained":
+                assert identity in stamped
+            elif identity in stamped:  # re-placed at the same cluster and index: the old one must be gone
+                assert identity in removed_identities(result), f"{identity} placed over a kept replica"
+    for key, nodes in used_by_new.items():
+        capacity = result.ledger.capacity[key]
+        assert nodes <= max(0, capacity - used_by_kept.get(key, 0)), f"pool {key} overcommitted by new replicas"
+    kept = {(r.key.namespace, r.key.name, r.cluster, r.index) for r in result.replicas() if r.status == "retained"}
+    removed = {(r.replica.key.namespace, r.replica.key.name, r.replica.cluster, r.replica.index): r.reason.code
+               for r in result.removed()}
+    for identity in stamped:
+        assert identity in kept or removed.get(identity) in REASONS, f"{identity} vanished without a reason"
+
+
+def removed_identities(result) -> set:
+    return {(r.replica.key.namespace, r.replica.key.name, r.replica.cluster, r.replica.index) for r in result.removed()}
+
+
+def check_spread(result, fleet) -> None:
+    for key, plan in result.deployments.items():
+        load = plan.by_cluster()
+        explanation = result.explain(key)
+        for verdict in explanation.verdicts:
+            if verdict.available and verdict.primary is None:
+                assert all(n <= verdict.hosts + 1 for n in load.values()), \
+                    f"{key}: {verdict.cluster} could take more but has {verdict.hosts} vs {load}"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fleets, edits)
+def test_invariants_hold_through_edit_sequences(config, steps):
+    config = {"inferenceClasses": CLASSES, **config}
+    fleet = load_fleet(copy.deepcopy(config))
+    result = schedule(fleet)
+    check(result, PlacementDocument(), fleet)
+    check_spread(result, fleet)
+    assert schedule(fleet).document() == result.document()
+    for edit in steps:
+        apply(config, edit)
+        previous = PlacementDocument.model_validate(result.document().model_dump(by_alias=True))
+        fleet = load_fleet(copy.deepcopy(config))
+        result = schedule(fleet, previous)
+        check(result, previous, fleet)
+        assert schedule(fleet, previous).document() == result.document(), "same input, different output"
+        again = schedule(fleet, PlacementDocument.model_validate(result.document().model_dump(by_alias=True)))
+        assert [(r.cluster, r.index, r.name) for r in again.replicas()] == \
+               [(r.cluster, r.index, r.name) for r in result.replicas()], "a stable placement moved on replan"
+
+
+def test_fresh_plans_spread_the_demo_fleet():
+    from pathlib import Path
+
+    from modelplane.api.stackfile import read_stack_file
+
+    config = read_stack_file(Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.demo.yaml").config
+    result = schedule(load_fleet(config))
+    assert result.deployments[NamespacedName("ml-team", "mock-demo")].by_cluster() == {"gpu-eu-west": 1, "gpu-us-east": 1}
