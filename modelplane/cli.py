@@ -96,7 +96,7 @@ def _planned(args: argparse.Namespace):
 def cmd_plan(args: argparse.Namespace) -> int:
     fleet, result = _planned(args)
     if args.output == "json":
-        sys.stdout.write(result.document().to_json())
+        sys.stdout.write(result.to_json())
     else:
         sys.stdout.write(views.plan_table(result))
     for plan in result.deployments.values():

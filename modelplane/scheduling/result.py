@@ -1,6 +1,7 @@
 """The scheduler's result: one object that the plan, explain, stack outputs and warnings all read."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -8,10 +9,9 @@ from ..api import NamespacedName
 from . import reasons
 from .document import API_VERSION, KIND, PlacementDocument
 from .matching import ResolvedRequest
-from .snapshot import missing_labels
 
 if TYPE_CHECKING:
-    from .snapshot import Cluster, Workload
+    from .snapshot import Workload
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,10 @@ class DeploymentPlan:
                 "scheduled": self.scheduled, "conditions": [c.to_dict() for c in self.conditions]}
 
 
-def conditions_for(workload: "Workload", replicas: list, clusters: tuple["Cluster", ...]) -> tuple[Condition, ...]:
+def conditions_for(workload: "Workload", replicas: list, any_candidate: bool) -> tuple[Condition, ...]:
     """ReplicasScheduled, False whenever short (unlike the reference's issue #437)."""
-    candidates = [c for c in clusters if not missing_labels(c.labels, {**workload.selector, **workload.cache_selector})]
     message = f"Scheduled {len(replicas)} of {workload.replicas} replicas"
-    if not candidates:
+    if not any_candidate:
         return (Condition("ReplicasScheduled", "False", "NoClusters",
                           "No InferenceCluster matches the clusterSelector (and ModelCache footprint)"),)
     if len(replicas) < workload.replicas:
@@ -164,11 +163,16 @@ class PlanResult:
     def removed(self) -> list[RemovedReplica]:
         return [r for plan in self.deployments.values() for r in plan.removed] + list(self.orphans)
 
+    def document_data(self) -> dict[str, Any]:
+        """The placement document as plain JSON data (what the stack output holds)."""
+        return {"apiVersion": API_VERSION, "kind": KIND, "replicas": [r.to_dict() for r in self.replicas()],
+                "deployments": [p.to_dict() for p in self.deployments.values()]}
+
     def document(self) -> PlacementDocument:
-        return PlacementDocument.model_validate({
-            "apiVersion": API_VERSION, "kind": KIND,
-            "replicas": [r.to_dict() for r in self.replicas()],
-            "deployments": [p.to_dict() for p in self.deployments.values()]})
+        return PlacementDocument.model_validate(self.document_data())
+
+    def to_json(self) -> str:
+        return json.dumps(self.document_data(), indent=2) + "\n"
 
     def explain(self, key: NamespacedName) -> Explanation:
         from .diagnosis import explain  # diagnosis reads the result; kept out of the hot path

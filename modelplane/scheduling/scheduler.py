@@ -13,6 +13,7 @@ Deterministic: inputs are sorted and every tie-break ends in a name.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from ..api import Fleet, NamespacedName
@@ -32,26 +33,37 @@ class Ledger:
 
     capacity: dict[tuple[str, str], int]
     free: dict[tuple[str, str], int]
+    pools: dict[str, tuple[str, ...]]
+    most_free: dict[str, int]  # per cluster: free nodes of its emptiest pool, a quick "is it full?"
 
     @classmethod
     def of(cls, clusters: tuple[Cluster, ...]) -> "Ledger":
         capacity = {(c.name, p.name): p.nodes for c in clusters for p in c.pools}
-        return cls(capacity, dict(capacity))
+        pools = {c.name: tuple(p.name for p in c.pools) for c in clusters}
+        most_free = {c.name: max((p.nodes for p in c.pools), default=0) for c in clusters}
+        return cls(capacity, dict(capacity), pools, most_free)
 
     def charge(self, cluster: str, pool: str, nodes: int) -> None:
         if (cluster, pool) in self.free:
             self.free[(cluster, pool)] -= nodes
+            self.most_free[cluster] = max(self.free[(cluster, p)] for p in self.pools[cluster])
 
 
 class _Fit:
-    """Per workload: which pools can host each engine, ignoring capacity (memoised per device class)."""
+    """Per workload, ignoring capacity: how each member resolves on each device class, and per
+    cluster shape (its pools' classes) the pools each engine could use, with their node cost."""
 
     def __init__(self, workload: Workload, matcher: Matcher) -> None:
         self.workload, self.matcher = workload, matcher
+        # No engine fits on fewer free nodes than its cheapest claiming member needs.
+        self.least_nodes = max((min((m.pods * e.copies for m in e.members if m.requests), default=0)
+                                for e in workload.engines), default=0)
         self._by_class: dict[str, tuple] = {}
+        self._by_shape: dict[tuple[str, ...], tuple | None] = {}
+        self._by_cluster: dict[str, tuple | None] = {}
 
-    def engine_on(self, pool: Pool, engine: Engine):
-        """Resolved requests per member if every member fits the pool, else None."""
+    def engine_on(self, pool: Pool, engine: Engine) -> tuple:
+        """Per member: its resolved DRA requests on this pool (empty: only Synthetic), or None."""
         key = pool.class_name
         if key not in self._by_class:
             self._by_class[key] = tuple(tuple(self.matcher.fits(pool, m) for m in e.members)
@@ -60,30 +72,69 @@ class _Fit:
 
     def claimable(self, cluster: Cluster, engine: Engine) -> list[bool]:
         """Per member: does some pool give it at least one DRA device (capacity ignored)?"""
-        return [any(bool(self.matcher.fits(p, m)) for p in cluster.pools) for m in engine.members]
+        per_pool = [self.engine_on(p, engine) for p in cluster.pools]
+        return [any(bool(r[i]) for r in per_pool) for i in range(len(engine.members))]
+
+    def options(self, cluster: Cluster) -> tuple | None:
+        """Per engine, the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
+        if cluster.name in self._by_cluster:
+            return self._by_cluster[cluster.name]
+        shape = tuple(p.class_name for p in cluster.pools)
+        if shape not in self._by_shape:
+            self._by_shape[shape] = self._options(cluster)
+        found = self._by_shape[shape]
+        # Shapes are shared across clusters; pool names are not.
+        options = None if found is None else tuple(
+            tuple((cluster.pools[i], resolved, cost) for i, resolved, cost in engine) for engine in found)
+        self._by_cluster[cluster.name] = options
+        return options
+
+    def _options(self, cluster: Cluster) -> tuple | None:
+        per_engine = []
+        for engine in self.workload.engines:
+            if len(engine.members) == 1:  # the common case: a pool is an option iff it gives a DRA device
+                cost = engine.members[0].pods * engine.copies
+                options = tuple((i, resolved, cost) for i, pool in enumerate(cluster.pools)
+                                if (resolved := self.engine_on(pool, engine))[0])
+                if not options:
+                    return None
+                per_engine.append(options)
+                continue
+            claimable = self.claimable(cluster, engine)
+            if not any(claimable):
+                return None  # only Synthetic matches, or no match at all, anywhere on the cluster
+            options = []
+            for i, pool in enumerate(cluster.pools):
+                resolved = self.engine_on(pool, engine)
+                if any(r is None for r in resolved):
+                    continue  # a member does not match this pool
+                if any(c and not r for c, r in zip(claimable, resolved)):
+                    continue  # don't strand a claim-capable member on a Synthetic-only match
+                options.append((i, resolved, sum(m.pods * engine.copies for m, r in zip(engine.members, resolved) if r)))
+            if not options:
+                return None
+            per_engine.append(tuple(options))
+        return tuple(per_engine)
 
 
 def place_engines(cluster: Cluster, workload: Workload, fit: _Fit, ledger: Ledger) -> list[EngineAssignment] | None:
     """§4.4: every engine on one pool, in declared order, against a trial copy of the ledger."""
+    if ledger.most_free.get(cluster.name, 0) < fit.least_nodes:
+        return None
+    options = fit.options(cluster)
+    if options is None:
+        return None
     trial: dict[str, int] = {}
     placed = []
-    for engine in workload.engines:
-        claimable = fit.claimable(cluster, engine)
-        if not any(claimable):
-            return None
-        for pool in cluster.pools:
-            resolved = fit.engine_on(pool, engine)
-            if any(r is None for r in resolved):
-                continue  # a member does not match this pool
-            if any(c and not r for c, r in zip(claimable, resolved)):
-                continue  # don't strand a claim-capable member on a Synthetic-only match
-            cost = sum(m.pods * engine.copies for m, r in zip(engine.members, resolved) if r)
-            free = trial.get(pool.name, ledger.free.get((cluster.name, pool.name), 0))
-            if free < cost:
-                continue
-            trial[pool.name] = free - cost
-            placed.append(_assignment(engine, pool, resolved))
-            break
+    for engine, choices in zip(workload.engines, options):
+        for pool, resolved, cost in choices:
+            free = trial.get(pool.name)
+            if free is None:
+                free = ledger.free.get((cluster.name, pool.name), 0)
+            if free >= cost:
+                trial[pool.name] = free - cost
+                placed.append(_assignment(engine, pool, resolved))
+                break
         else:
             return None
     return placed
@@ -100,7 +151,8 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     by_name = {c.name: c for c in clusters}
     workloads = workloads_of(fleet)
     matcher = Matcher(selectors)
-    fits = {w.key: _Fit(w, matcher) for w in workloads}
+    shared: dict[tuple, _Fit] = {}
+    fits = {w.key: shared.setdefault(w.signature, _Fit(w, matcher)) for w in workloads}
     ledger = Ledger.of(clusters)
 
     earlier: dict[NamespacedName, list[DocReplica]] = {}
@@ -128,11 +180,14 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
                 ledger.charge(replica.cluster, pool, nodes)
 
     plans = {}
+    eligibility = Eligibility(clusters)
+    full: dict[tuple, set[str]] = {}  # per signature: clusters that could not take one; the ledger only shrinks
     for workload in workloads:
-        placed = _fill(workload, retained[workload.key], clusters, fits[workload.key], ledger)
+        placed = _fill(workload, retained[workload.key], eligibility.for_new(workload), fits[workload.key], ledger,
+                       full.setdefault(workload.signature, set()))
         replicas = sorted(retained[workload.key] + placed, key=lambda r: (r.cluster, r.index))
         plans[workload.key] = DeploymentPlan(workload.key, workload.replicas, tuple(replicas),
-                                             conditions_for(workload, replicas, clusters),
+                                             conditions_for(workload, replicas, eligibility.any_candidate(workload)),
                                              tuple(r for r in removed if r.replica.key == workload.key))
     orphans = tuple(r for r in removed if r.replica.key not in plans)
     return PlanResult(plans, ledger, orphans, clusters, workloads, fits, matcher)
@@ -227,8 +282,31 @@ def eligible_for_new(cluster: Cluster, workload: Workload) -> bool:
         untolerated(cluster, workload, ("NoSchedule", "NoExecute")) is None
 
 
-def _fill(workload: Workload, kept: list[PlacedReplica], clusters: tuple[Cluster, ...], fit: _Fit,
-          ledger: Ledger) -> list[PlacedReplica]:
+class Eligibility:
+    """Clusters a workload may get new replicas on, memoised by what decides it (selectors, tolerations)."""
+
+    def __init__(self, clusters: tuple[Cluster, ...]) -> None:
+        self.clusters = clusters
+        self._memo: dict[tuple, list[Cluster]] = {}
+
+    def any_candidate(self, workload: Workload) -> bool:
+        """Does any cluster match the selector and cache footprint (taints aside)?"""
+        key = (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())))
+        if key not in self._memo:
+            wanted = {**workload.selector, **workload.cache_selector}
+            self._memo[key] = [c for c in self.clusters if not missing_labels(c.labels, wanted)]
+        return bool(self._memo[key])
+
+    def for_new(self, workload: Workload) -> list[Cluster]:
+        key = (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())),
+               workload.tolerations)
+        if key not in self._memo:
+            self._memo[key] = [c for c in self.clusters if eligible_for_new(c, workload)]
+        return self._memo[key]
+
+
+def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster], fit: _Fit,
+          ledger: Ledger, full: set[str]) -> list[PlacedReplica]:
     """§4.9: one replica at a time to the eligible cluster with the fewest of this deployment's replicas."""
     missing = workload.replicas - len(kept)
     if missing <= 0:
@@ -238,28 +316,33 @@ def _fill(workload: Workload, kept: list[PlacedReplica], clusters: tuple[Cluster
     for replica in kept:
         load[replica.cluster] = load.get(replica.cluster, 0) + 1
         used.setdefault(replica.cluster, set()).add(replica.index)
-    schedulable = [c for c in clusters if eligible_for_new(c, workload)]
-    full: set[str] = set()  # clusters that could not take this deployment: they will not free up in this pass
+    # Candidates in (load, name) order: clusters without a replica yet come first, lazily in name
+    # order; the others wait in a heap. A cluster that cannot take one replica is dropped for good,
+    # since the ledger only shrinks during the pass.
+    queue = [(load[c.name], c.name, c) for c in eligible if c.name in load and c.name not in full]
+    heapq.heapify(queue)
+    fresh = (c for c in eligible if c.name not in load and c.name not in full)
     placed = []
-    for _ in range(missing):
-        best = None
-        for cluster in sorted((c for c in schedulable if c.name not in full),
-                              key=lambda c: (load.get(c.name, 0), c.name)):
-            engines = place_engines(cluster, workload, fit, ledger)
-            if engines is not None:
-                best = (cluster, engines)
-                break
-            full.add(cluster.name)
-        if best is None:
+    while len(placed) < missing:
+        cluster = next(fresh, None)
+        if cluster is not None:
+            count, name = 0, cluster.name
+        elif queue:
+            count, name, cluster = heapq.heappop(queue)
+        else:
             break
-        cluster, engines = best
-        index = next(i for i in range(len(used.get(cluster.name, ())) + 1) if i not in used.get(cluster.name, set()))
-        used.setdefault(cluster.name, set()).add(index)
-        load[cluster.name] = load.get(cluster.name, 0) + 1
+        engines = place_engines(cluster, workload, fit, ledger)
+        if engines is None:
+            full.add(name)
+            continue
+        taken = used.setdefault(name, set())
+        index = next(i for i in range(len(taken) + 1) if i not in taken)
+        taken.add(index)
         for engine in engines:
             for member in engine.members:
                 if member.device_requests:
-                    ledger.charge(cluster.name, member.node_pool, member.pods * engine.copies)
-        placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, cluster.name, index), cluster.name,
-                                    index, tuple(engines), "new"))
+                    ledger.charge(name, member.node_pool, member.pods * engine.copies)
+        placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, name, index), name, index,
+                                    tuple(engines), "new"))
+        heapq.heappush(queue, (count + 1, name, cluster))
     return placed

@@ -80,6 +80,12 @@ class Workload:
     def engine(self, name: str) -> Engine | None:
         return next((e for e in self.engines if e.name == name), None)
 
+    @property
+    def signature(self) -> tuple:
+        """What decides where it fits, names aside: deployments with equal signatures fit alike."""
+        return tuple((e.copies, tuple((m.role, m.pods, m.requests, m.index) for m in e.members), e.index)
+                     for e in self.engines)
+
 
 def clusters_of(fleet: Fleet) -> tuple[Cluster, ...]:
     """Every InferenceCluster, sorted by name, with pools in declared order."""
