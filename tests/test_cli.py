@@ -79,3 +79,46 @@ def test_console_script_is_installed(repo):
     assert script != "None", "pip install -r requirements.txt installs the `modelplane` command"
     result = subprocess.run([script, "validate", "--stack", "demo"], cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0
+
+
+def test_plan_demo_places_one_replica_per_region(repo):
+    result = modelplane(repo, "plan", "--stack", "demo")
+    assert result.returncode == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0] == "ml-team/mock-demo: Scheduled 2 of 2 replicas (ReplicasScheduled=True ReplicasCreated)"
+    assert lines[2].split() == ["mock-demo-be445", "gpu-eu-west", "0", "gpu-eu-west", "1", "new"]
+    assert lines[3].split() == ["mock-demo-49b71", "gpu-us-east", "0", "gpu-us-east", "1", "new"]
+
+
+def test_plan_json_round_trips_through_previous(repo, tmp_path):
+    first = modelplane(repo, "plan", "--stack", "demo", "--output", "json")
+    previous = tmp_path / "prev.json"
+    previous.write_text(first.stdout)
+    second = modelplane(repo, "plan", "--stack", "demo", "--output", "json", "--previous", str(previous))
+    assert first.returncode == second.returncode == 0 and first.stdout == second.stdout
+
+
+def test_explain_gives_a_verdict_per_cluster(repo):
+    result = modelplane(repo, "explain", "ml-team/mock-demo", "--stack", "demo")
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[-1] == "0/2 clusters are available: 2 insufficient capacity (needs 1 node, 0 free)"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["explain", "ml-team/mock", "--stack", "demo"], "error: no ModelDeployment ml-team/mock (write NAMESPACE/NAME); "
+                                                      "did you mean ml-team/mock-demo?"),
+    (["plan", "--stack", "demo", "--previous", "/nonexistent.json"], "error: previous placement /nonexistent.json does not exist"),
+])
+def test_plan_and_explain_bad_input(repo, args, message):
+    result = modelplane(repo, *args)
+    assert result.returncode == 2 and result.stderr.strip() == message
+
+
+def test_previous_that_is_not_a_placement(repo, tmp_path):
+    bad = tmp_path / "prev.json"
+    bad.write_text('{"replicas": [{"cluster": 3}]}')
+    result = modelplane(repo, "plan", "--stack", "demo", "--previous", str(bad))
+    assert result.returncode == 2 and "is not a placement document" in result.stderr and "Traceback" not in result.stderr
+    bad.write_text("not json")
+    result = modelplane(repo, "plan", "--stack", "demo", "--previous", str(bad))
+    assert result.returncode == 2 and "is not JSON" in result.stderr
