@@ -67,7 +67,7 @@ def only_synthetic(engine: str, pool: str) -> Reason:
 
 def insufficient_capacity(pool: str, needed: int, free: int) -> Reason:
     return Reason("InsufficientCapacity", f"insufficient capacity (needs {needed} node{'s' if needed != 1 else ''}, "
-                  f"{free} free)", f"pool {pool}: needs {needed} nodes, {free} free")
+                  f"{free} free)", f"pool {pool}: needs {needed} node{'s' if needed != 1 else ''}, {free} free")
 
 
 def no_longer_fits(detail: str) -> Reason:
