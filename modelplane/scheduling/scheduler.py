@@ -287,22 +287,26 @@ class Eligibility:
 
     def __init__(self, clusters: tuple[Cluster, ...]) -> None:
         self.clusters = clusters
-        self._memo: dict[tuple, list[Cluster]] = {}
+        self._candidates: dict[tuple, bool] = {}
+        self._new: dict[tuple, list[Cluster]] = {}
+
+    @staticmethod
+    def _selectors(workload: Workload) -> tuple:
+        return tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items()))
 
     def any_candidate(self, workload: Workload) -> bool:
         """Does any cluster match the selector and cache footprint (taints aside)?"""
-        key = (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())))
-        if key not in self._memo:
+        key = self._selectors(workload)
+        if key not in self._candidates:
             wanted = {**workload.selector, **workload.cache_selector}
-            self._memo[key] = [c for c in self.clusters if not missing_labels(c.labels, wanted)]
-        return bool(self._memo[key])
+            self._candidates[key] = any(not missing_labels(c.labels, wanted) for c in self.clusters)
+        return self._candidates[key]
 
     def for_new(self, workload: Workload) -> list[Cluster]:
-        key = (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())),
-               workload.tolerations)
-        if key not in self._memo:
-            self._memo[key] = [c for c in self.clusters if eligible_for_new(c, workload)]
-        return self._memo[key]
+        key = (*self._selectors(workload), workload.tolerations)
+        if key not in self._new:
+            self._new[key] = [c for c in self.clusters if eligible_for_new(c, workload)]
+        return self._new[key]
 
 
 def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster], fit: _Fit,
