@@ -22,6 +22,10 @@ _OWNED_BY_MODELPLANE = {
     "volumes": "modelplane mounts /dev/shm and the model cache at /mnt/models",
     "nodeName": "placement is decided by the fleet scheduler",
     "affinity": "placement is decided by the fleet scheduler",
+    "nodeSelector": "placement is decided by the fleet scheduler: put device requests in the member's "
+                    "nodeSelector.devices (modelplane pins the pool itself)",
+    "tolerations": "put tolerations in template.spec.tolerations of the deployment (they apply to cluster taints); "
+                   "pods get the nvidia.com/gpu toleration automatically",
 }
 # Secret fields, and how to set them without writing them in clear.
 _SECRET_FIELDS = {
