@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("deployments", nargs="+", metavar="NAMESPACE/DEPLOYMENT")
     _stack_source(explain)
     explain.add_argument("--previous", type=Path, metavar="FILE")
+    render = commands.add_parser("render", help="write every Kubernetes object and Helm release of the fleet as YAML")
+    _stack_source(render)
+    render.add_argument("--previous", type=Path, metavar="FILE")
+    render.add_argument("--out", type=Path, required=True, metavar="DIR", help="one folder per cluster is written here")
     return parser
 
 
@@ -122,11 +126,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_render(args: argparse.Namespace) -> int:
+    from .render import render_fleet, write_manifests  # only this command needs the renderers
+
+    fleet, result = _planned(args)
+    for cluster, objects, releases in write_manifests(render_fleet(fleet, result), args.out):
+        print(f"{args.out / cluster}: {objects} objects, {releases} Helm releases")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain}[args.command](args)
+        commands = {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain, "render": cmd_render}
+        return commands[args.command](args)
     except ConfigError as error:
         stack_file = getattr(error, "stack_file", None)
         noun = "error" if len(error.issues) == 1 else "errors"

@@ -1,0 +1,141 @@
+"""A ModelCache staged on one workload cluster (spec §10): an RWX volume and the Job that fills it.
+
+Per matched cluster: a ReadWriteMany PVC, the hydration Job that downloads the model into it
+once, and, when the cache has a Hugging Face token, the Secret the Job reads it from. All three
+live in the cache's namespace on the workload cluster, where the replicas that mount the volume
+run (the namespace itself is created with the replicas' objects). Replica pods mount the PVC at
+`/mnt/models`.
+
+Differences from the reference, which drives a reconcile loop: the token Secret and the Job are
+not deleted once the cache is Ready (a Pulumi program has no "Ready" to react to; the Job is
+idempotent, exits at once when the marker file exists, and removes itself
+`ttlSecondsAfterFinished` after it finishes, so the Pulumi layer should not wait on or recreate
+it). The token is never rendered; the Secret holds a placeholder the Pulumi layer substitutes
+(`modelplane.render.secrets`).
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from ..api.fleet import Fleet
+from ..api.model_cache import ModelCache
+from ..scheduling.names import child_name
+from .secrets import placeholder
+from .types import MANAGED_BY, meta
+
+CACHE_LABEL = "modelplane.ai/modelcache"
+MOUNT_PATH = "/mnt/artifact"  # where the hydration Job mounts the volume
+MARKER = f"{MOUNT_PATH}/.modelplane-hydrated"
+TOKEN_KEY = "HF_TOKEN"
+HYDRATE_IMAGE = "python:3.11-slim"
+
+# RWX StorageClasses the cloud backends create on every cluster they provision.
+CLOUD_STORAGE_CLASSES = {"GKE": "modelplane-rwx", "EKS": "modelplane-rwx-efs", "AKS": "modelplane-rwx-fs"}
+
+
+def cache_storage_class(fleet: Fleet, cluster: str) -> str | None:
+    """The cluster's ReadWriteMany StorageClass, or None when it has none (kind; Existing without one).
+
+    A cache stages only on clusters that have one.
+    """
+    source = fleet.inference_clusters[cluster].cluster
+    if source.source == "Existing":
+        existing = source.existing
+        return existing.cache.storage_class_name if existing is not None and existing.cache is not None else None
+    return CLOUD_STORAGE_CLASSES.get(source.source)
+
+
+def pvc_name(namespace: str, name: str) -> str:
+    return child_name("modelcache", namespace, name)
+
+
+def job_name(namespace: str, name: str) -> str:
+    return child_name("modelcache", namespace, name, "hydrate")
+
+
+def secret_name(namespace: str, name: str) -> str:
+    return child_name("modelcache", namespace, name, "auth")
+
+
+def cache_auth_secret(namespace: str, name: str) -> dict[str, Any]:
+    """The hydration Job's token Secret; `stringData.HF_TOKEN` is a placeholder, never the token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta(secret_name(namespace, name), namespace, labels=_labels(name)),
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: placeholder("modelCaches", namespace, name, "huggingFace", "token")},
+    }
+
+
+def hydrate_script(repo: str, revision: str | None) -> str:
+    """Download the repo into the volume once; the marker file makes reruns a no-op."""
+    download = ["hf", "download", repo]
+    if revision:
+        download += ["--revision", revision]
+    download += ["--local-dir", MOUNT_PATH]
+    return "\n".join([
+        "set -e",
+        f'if [ -f {MARKER} ]; then echo "{repo} is already staged"; exit 0; fi',
+        "pip install --quiet huggingface_hub",
+        shlex.join(download),
+        f"touch {MARKER}",
+    ]) + "\n"
+
+
+def render_cache(namespace: str, name: str, cache: ModelCache, cluster: str, storage_class: str | None) -> list[dict]:
+    """The PVC, the token Secret (only with a token) and the hydration Job of cache `namespace/name` on `cluster`."""
+    source = cache.hugging_face
+    if source is None:
+        raise ValueError(f"ModelCache {namespace}/{name} has no huggingFace source")
+    if not storage_class:
+        raise ValueError(f"ModelCache {namespace}/{name} cannot stage on cluster '{cluster}': it has no "
+                         "ReadWriteMany StorageClass")
+    labels = _labels(name)
+    claim = pvc_name(namespace, name)
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta(claim, namespace, labels=labels),
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": f"{source.size_gib}Gi"}},
+        },
+    }
+    container: dict[str, Any] = {
+        "name": "hydrate",
+        "image": HYDRATE_IMAGE,
+        "command": ["/bin/sh", "-c", hydrate_script(source.repo, source.revision)],
+        "volumeMounts": [{"name": "artifact", "mountPath": MOUNT_PATH}],
+    }
+    objects: list[dict[str, Any]] = [pvc]
+    if source.token is not None:
+        secret = cache_auth_secret(namespace, name)
+        objects.append(secret)
+        container["env"] = [{"name": TOKEN_KEY, "valueFrom": {"secretKeyRef": {
+            "name": secret["metadata"]["name"], "key": TOKEN_KEY}}}]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(job_name(namespace, name), namespace, labels=labels),
+        "spec": {
+            "backoffLimit": 3,
+            "ttlSecondsAfterFinished": 180,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "containers": [container],
+                    "volumes": [{"name": "artifact", "persistentVolumeClaim": {"claimName": claim}}],
+                },
+            },
+        },
+    }
+    objects.append(job)
+    return objects
+
+
+def _labels(name: str) -> dict[str, str]:
+    return {**MANAGED_BY, CACHE_LABEL: name}

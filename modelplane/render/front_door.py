@@ -1,0 +1,506 @@
+"""The front door (spec §7): Traefik on its own cluster, one endpoint per backend, one route per service.
+
+* `render_inference_gateway` — Traefik (and MetalLB on clusters without a load balancer), the
+  `traefik` GatewayClass and the `modelplane` Gateway (§7.3).
+* `endpoint_objects` — a backend as a selectorless Service plus a hand-made EndpointSlice (§7.1).
+  Every placed replica is one (its URL is its workload cluster's gateway), and so is every
+  hand-made ModelEndpoint (e.g. a SaaS provider).
+* `service_route` — a ModelService as one HTTPRoute `/<ns>/<service>/` whose weighted backendRefs
+  split traffic over its endpoints (§7.2, weights by `distribute_weights`).
+* `render_front_door` — all of it for a fleet.
+
+Install order (the Pulumi layer turns it into `depends_on`, and deletes in reverse):
+
+1. The Gateway API CRDs. The Traefik chart does not install them (since chart v34 they live in
+   the separate `traefik-crds` chart), so they come from the upstream release manifest,
+   `gateway_api_crds_url(GATEWAY_API_VERSION)` (standard channel, as the reference vendors). That
+   file also holds a ValidatingAdmissionPolicy guarding CRD upgrades; the reference installs only
+   the CRDs, and the Pulumi layer may filter the manifest down to them.
+2. MetalLB (when configured), then Traefik (after the Gateway API CRDs: its Gateway provider
+   needs them at start).
+3. The objects in list order, each after the releases `release_dependencies(obj)` names.
+
+Improvements over the reference, deliberately:
+
+* A ModelService selects endpoints in its own namespace only (DESIGN.md "Identity includes the
+  namespace"); the reference matched labels across all namespaces, with backendRefs that carry
+  no namespace.
+* A hand-made endpoint whose URL names a host (not an IP address) gets its `Host` header rewritten
+  to that host (`urlRewrite.hostname`). Traefik forwards the client's `Host` by default, which
+  would be the front door's address, and a virtual-hosted SaaS API rejects that.
+* A hand-made endpoint may carry `auth`; see `endpoint_auth_middleware`.
+* An `https` URL on a port other than 443 names its Service port `https`: Traefik speaks TLS to
+  a backend only on port 443 or a port whose name starts with `https`.
+
+Secret values are never rendered: see `modelplane.render.secrets`.
+"""
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any, Iterable
+from urllib.parse import urlsplit
+
+from ..api.fleet import Fleet, NamespacedName
+from ..api.inference_gateway import InferenceGateway
+from ..api.model_service import EndpointAuth, ModelService
+from ..api.references import CLUSTER_LABEL, DEPLOYMENT_LABEL, INDEX_LABEL
+from ..scheduling.names import child_name
+from ..scheduling.result import PlacedReplica, PlanResult
+from .secrets import placeholder
+from .types import (
+    FRONT_DOOR_GATEWAY,
+    MANAGED_BY,
+    SYSTEM_NAMESPACE,
+    ClusterManifests,
+    HelmRelease,
+    gateway_address_placeholder,
+    meta,
+)
+
+# --- Gateway API CRDs on the front-door cluster ----------------------------------------------------
+
+GATEWAY_API_VERSION = "v1.5.1"  # the standard channel release the reference vendors on the control cluster
+GATEWAY_API_CRDS_URL = (
+    "https://github.com/kubernetes-sigs/gateway-api/releases/download/{version}/standard-install.yaml"
+)
+
+
+def gateway_api_crds_url(version: str = GATEWAY_API_VERSION) -> str:
+    """Where the Pulumi layer gets the Gateway API CRDs for the front door (a ConfigFile)."""
+    return GATEWAY_API_CRDS_URL.format(version=version)
+
+
+# --- the gateway ---------------------------------------------------------------------------------
+
+TRAEFIK_NAMESPACE = "traefik-system"
+# The release is named after the chart, so the chart's Service is named `traefik` too
+# (its fullname is the release name when that contains the chart name): the Gateway's status
+# address is copied from that Service.
+TRAEFIK_RELEASE = "traefik"
+TRAEFIK_SERVICE = "traefik"
+TRAEFIK_GATEWAY_CLASS = "traefik"
+TRAEFIK_CONTROLLER = "traefik.io/gateway-controller"
+TRAEFIK_WEB_PORT = 8000  # Traefik's internal `web` entryPoint; the Service exposes it on port 80
+
+METALLB_NAMESPACE = "metallb-system"
+METALLB_RELEASE = "metallb"
+METALLB_POOL = "modelplane"
+
+
+def render_inference_gateway(gateway: InferenceGateway, metallb_pool: str | None
+                             ) -> tuple[list[dict], list[HelmRelease]]:
+    """Traefik, MetalLB when `loadBalancer: MetalLB`, and the front door's GatewayClass and Gateway.
+
+    `metallb_pool` is the address range MetalLB hands out; on kind it is computed from the kind
+    network by the caller, otherwise it is `gateway.traefik.metallb.address_pool`.
+    """
+    objects: list[dict[str, Any]] = [namespace(SYSTEM_NAMESPACE)]
+    releases: list[HelmRelease] = []
+    if gateway.traefik.load_balancer == "MetalLB":
+        assert gateway.traefik.metallb is not None  # the model requires the block with loadBalancer: MetalLB
+        pool = metallb_pool or gateway.traefik.metallb.address_pool
+        if not pool:
+            raise ValueError(f"the front door on cluster '{gateway.cluster_name}' uses MetalLB but no address pool "
+                             "was given (on kind it is carved from the kind network; elsewhere set "
+                             "inferenceGateway.traefik.metallb.addressPool)")
+        metallb_objects, metallb_releases = metallb(pool, gateway.traefik.metallb.version)
+        objects += metallb_objects
+        releases += metallb_releases
+    releases.append(_traefik(gateway.traefik.version, depends_on=tuple(r.name for r in releases)))
+    objects += [
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": meta(TRAEFIK_GATEWAY_CLASS, labels=MANAGED_BY),
+            "spec": {"controllerName": TRAEFIK_CONTROLLER},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": meta(FRONT_DOOR_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
+            "spec": {
+                "gatewayClassName": TRAEFIK_GATEWAY_CLASS,
+                "listeners": [{"name": "web", "protocol": "HTTP", "port": TRAEFIK_WEB_PORT,
+                               "allowedRoutes": {"namespaces": {"from": "All"}}}],
+            },
+        },
+    ]
+    return objects, releases
+
+
+def metallb(pool: str, version: str = "0.14.9") -> tuple[list[dict], list[HelmRelease]]:
+    """MetalLB in L2 mode handing out `pool` (a range or CIDR inside the nodes' network)."""
+    release = HelmRelease(name=METALLB_RELEASE, namespace=METALLB_NAMESPACE, chart="metallb",
+                          repository="https://metallb.github.io/metallb", version=version)
+    # The speaker needs host networking and NET_RAW: privileged under Pod Security admission.
+    privileged = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+    objects = [
+        namespace(METALLB_NAMESPACE, privileged),
+        {
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "IPAddressPool",
+            "metadata": meta(METALLB_POOL, METALLB_NAMESPACE, labels=MANAGED_BY),
+            "spec": {"addresses": [pool]},
+        },
+        {
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "L2Advertisement",
+            "metadata": meta(METALLB_POOL, METALLB_NAMESPACE, labels=MANAGED_BY),
+            "spec": {"ipAddressPools": [METALLB_POOL]},
+        },
+    ]
+    return objects, [release]
+
+
+def _traefik(version: str, depends_on: tuple[str, ...]) -> HelmRelease:
+    values = {
+        "providers": {
+            "kubernetesGateway": {
+                "enabled": True,
+                # Gateways report the Traefik Service's load-balancer address as theirs.
+                "statusAddress": {"service": {"namespace": TRAEFIK_NAMESPACE, "name": TRAEFIK_SERVICE}},
+            },
+            "kubernetesIngress": {"enabled": False},
+            # The CRD provider stays on (chart default): Middlewares referenced by HTTPRoute
+            # ExtensionRef filters are resolved through it.
+        },
+        # As the reference sets it; the chart names its Service after the release, which is why
+        # the release is called `traefik`.
+        "service": {"nameOverride": TRAEFIK_SERVICE},
+        # modelplane brings its own GatewayClass and Gateway.
+        "gateway": {"enabled": False},
+        "gatewayClass": {"enabled": False},
+    }
+    return HelmRelease(name=TRAEFIK_RELEASE, namespace=TRAEFIK_NAMESPACE, chart="traefik",
+                       repository="https://traefik.github.io/charts", version=version, values=values,
+                       depends_on=depends_on)
+
+
+def release_dependencies(obj: dict[str, Any]) -> tuple[str, ...]:
+    """Releases that must be installed before `obj` can be applied (its CRD comes from them).
+
+    Gateway API objects need the Gateway API CRDs (`gateway_api_crds_url`), not a release.
+    """
+    group = obj["apiVersion"].rpartition("/")[0]
+    if group == "metallb.io":
+        return (METALLB_RELEASE,)
+    if group == "traefik.io":
+        return (TRAEFIK_RELEASE,)
+    return ()
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, labels={**MANAGED_BY, **(labels or {})})}
+
+
+# --- endpoints -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Backend:
+    """Where an endpoint's traffic goes, from its URL: only scheme, host and port are used."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def address_type(self) -> str:
+        try:
+            return "IPv6" if ipaddress.ip_address(self.host).version == 6 else "IPv4"
+        except ValueError:
+            return "FQDN"
+
+
+def parse_url(url: str) -> Backend:
+    """Port: explicit, else 443 for https, else 80 (§7.1). Raises ValueError without a host or with a bad port."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError(f"Invalid spec.url: {url}")
+    try:
+        explicit = parts.port
+    except ValueError:
+        raise ValueError(f"Invalid spec.url: {url}") from None
+    scheme = parts.scheme.lower()
+    port = explicit if explicit is not None else (443 if scheme == "https" else 80)
+    return Backend(scheme=scheme, host=parts.hostname, port=port)
+
+
+def _port_name(backend: Backend) -> str:
+    return "https" if backend.scheme == "https" and backend.port != 443 else ""
+
+
+def endpoint_objects(name: str, namespace: str, url: str, labels: dict[str, str]) -> list[dict]:
+    """A selectorless Service named `name` (a DNS-1035 label) and the EndpointSlice that fills it.
+
+    The slice points at the URL's host: an IP address (IPv4/IPv6) or a DNS name (FQDN). Its
+    endpoint is `ready: true` explicitly because Traefik ignores endpoints whose readiness is unset.
+    (Traefik rejects ExternalName Services, hence the hand-made slice.)
+    """
+    backend = parse_url(url)
+    port_name = _port_name(backend)
+    service_port: dict[str, Any] = {"port": backend.port, "protocol": "TCP"}
+    if port_name:
+        service_port = {"name": port_name, **service_port}
+    all_labels = {**MANAGED_BY, **labels}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(name, namespace, labels=all_labels),
+        "spec": {"ports": [service_port]},
+    }
+    endpoint_slice = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": meta(name, namespace, labels={**all_labels, "kubernetes.io/service-name": name,
+                                                  "endpointslice.kubernetes.io/managed-by": "modelplane"}),
+        "addressType": backend.address_type,
+        "ports": [{"name": port_name, "port": backend.port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [backend.host], "conditions": {"ready": True}}],
+    }
+    return [service, endpoint_slice]
+
+
+@dataclass(frozen=True)
+class FrontDoorEndpoint:
+    """A backend a ModelService can route to: a placed replica, or a hand-made ModelEndpoint."""
+
+    namespace: str
+    name: str
+    url: str
+    labels: dict[str, str]
+    rewrite_path: str | None = None
+    auth: EndpointAuth | None = None  # hand-made endpoints only
+    replica: PlacedReplica | None = None  # set for a replica's endpoint
+
+    @property
+    def backend(self) -> Backend:
+        return parse_url(self.url)
+
+    @property
+    def host_rewrite(self) -> str | None:
+        """The Host header a hand-made endpoint on a DNS name expects (see the module docstring)."""
+        backend = self.backend
+        return backend.host if self.replica is None and backend.address_type == "FQDN" else None
+
+    @property
+    def middleware(self) -> str | None:
+        return auth_object_name(self.name) if self.auth is not None else None
+
+    def objects(self) -> list[dict]:
+        out = endpoint_objects(self.name, self.namespace, self.url, self.labels)
+        if self.auth is not None:
+            out.append(endpoint_auth_middleware(self.namespace, self.name, self.auth))
+        return out
+
+
+def replica_endpoint(fleet: Fleet, replica: PlacedReplica, gateway_addresses: dict[str, str]) -> FrontDoorEndpoint:
+    """The endpoint of one placed replica: its workload cluster's gateway, path `/<ns>/<replica>/`.
+
+    Labels: the deployment's template labels, then the managed ones (which win).
+    """
+    ns = replica.key.namespace
+    address = gateway_addresses.get(replica.cluster) or gateway_address_placeholder(replica.cluster)
+    deployment = fleet.model_deployments[replica.key]
+    labels = {**deployment.labels, DEPLOYMENT_LABEL: replica.key.name, CLUSTER_LABEL: replica.cluster,
+              INDEX_LABEL: str(replica.index)}
+    return FrontDoorEndpoint(namespace=ns, name=replica.name, url=f"http://{address}/{ns}/{replica.name}/v1",
+                             labels=labels, rewrite_path=f"/{ns}/{replica.name}/", replica=replica)
+
+
+def fleet_endpoints(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str]) -> list[FrontDoorEndpoint]:
+    """Every endpoint of the fleet, sorted by (namespace, name): all placed replicas and every hand-made one."""
+    endpoints = [replica_endpoint(fleet, r, gateway_addresses) for r in result.replicas()]
+    endpoints += [FrontDoorEndpoint(namespace=key.namespace, name=key.name, url=e.url, labels=dict(e.labels),
+                                    rewrite_path=e.rewrite_path, auth=e.auth)
+                  for key, e in fleet.model_endpoints.items()]
+    seen: dict[tuple[str, str], FrontDoorEndpoint] = {}
+    for endpoint in endpoints:
+        key = (endpoint.namespace, endpoint.name)
+        if key in seen:
+            raise ValueError(f"two front-door endpoints are named {endpoint.namespace}/{endpoint.name} (a replica and "
+                             "a ModelEndpoint); rename the ModelEndpoint")
+        seen[key] = endpoint
+    return [seen[key] for key in sorted(seen)]
+
+
+# --- auth for hand-made endpoints ----------------------------------------------------------------
+
+def auth_object_name(endpoint: str) -> str:
+    return child_name(endpoint, "auth")
+
+
+def _token_placeholder(namespace: str, name: str) -> str:
+    return placeholder("modelEndpoints", namespace, name, "auth", "token")
+
+
+def endpoint_auth_middleware(namespace: str, name: str, auth: EndpointAuth) -> dict[str, Any]:
+    """The Traefik Middleware that adds the endpoint's credential to every request forwarded to it.
+
+    The route attaches it to the endpoint's backendRef with an `ExtensionRef` filter.
+
+    Traefik's Middleware CRD (traefik.io/v1alpha1) cannot take a header value from a Secret:
+    `headers.customRequestHeaders` is a plain string map, and its only Secret references are for
+    basicAuth/digestAuth users, forwardAuth TLS and Redis credentials. So the value has to be in
+    this object. Rendered, it holds a placeholder, never the token: `<scheme> <secret:
+    modelplane:modelEndpoints.<ns>.<name>.auth.token>`, which the Pulumi layer replaces with the
+    decrypted config value as a Pulumi secret. Keeping it in a Middleware rather than a
+    RequestHeaderModifier filter on the HTTPRoute keeps the credential out of the route, which
+    more people and tools read.
+    """
+    value = _token_placeholder(namespace, name)
+    if auth.scheme:
+        value = f"{auth.scheme} {value}"
+    return {
+        "apiVersion": "traefik.io/v1alpha1",
+        "kind": "Middleware",
+        "metadata": meta(auth_object_name(name), namespace, labels=MANAGED_BY),
+        "spec": {"headers": {"customRequestHeaders": {auth.header: value}}},
+    }
+
+
+def endpoint_auth_secret(namespace: str, name: str) -> dict[str, Any]:
+    """A Secret holding the endpoint's token, as a placeholder (`stringData.token`).
+
+    Not part of `render_front_door`'s output: Traefik cannot read a header value from a Secret
+    (see `endpoint_auth_middleware`), so a Secret would be an unused extra copy of the credential.
+    It is here for a backend that can; the Pulumi layer substitutes the real value, never this
+    module.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta(auth_object_name(name), namespace, labels=MANAGED_BY),
+        "type": "Opaque",
+        "stringData": {"token": _token_placeholder(namespace, name)},
+    }
+
+
+# --- services ------------------------------------------------------------------------------------
+
+MAX_WEIGHT = 1_000_000
+
+
+def distribute_weights(groups: list[tuple[int, int]]) -> list[int]:
+    """Integer backendRef weights for (entry weight, number of its endpoints) groups, in order (§7.2).
+
+    Each group's share is split evenly over its endpoints (the first ones get the remainder),
+    scaled so that every endpoint gets at least 1, reduced by the gcd, and capped at 1,000,000
+    (proportionally, with Python's banker's rounding, never below 1). Groups without endpoints
+    get nothing.
+    """
+    groups = [(weight, count) for weight, count in groups if count > 0]
+    if not groups:
+        return []
+    scale = max(1, max(math.ceil(count / weight) for weight, count in groups))
+    weights: list[int] = []
+    for weight, count in groups:
+        base, rem = divmod(weight * scale, count)
+        weights += [base + 1] * rem + [base] * (count - rem)
+    divisor = reduce(math.gcd, weights)
+    weights = [w // divisor for w in weights]
+    highest = max(weights)
+    if highest > MAX_WEIGHT:
+        weights = [max(1, round(w / highest * 1e6)) for w in weights]
+    return weights
+
+
+@dataclass(frozen=True)
+class RouteBackend:
+    """One weighted backendRef of a service's route."""
+
+    service: str  # the endpoint's Service, in the route's namespace
+    port: int
+    weight: int
+    rewrite_path: str | None = None
+    host_rewrite: str | None = None
+    middleware: str | None = None  # a Traefik Middleware in the route's namespace
+
+
+def route_backends(namespace: str, service: ModelService, endpoints: Iterable[FrontDoorEndpoint]) -> list[RouteBackend]:
+    """The service's endpoints (in its own namespace) with their weights.
+
+    Each `spec.endpoints[i]` entry matches by labels; an endpoint matched by several entries
+    counts for the first only. Within an entry endpoints go by name. Pass only the ready
+    endpoints to route to ready ones only: weights are computed over what is passed.
+    """
+    candidates = sorted((e for e in endpoints if e.namespace == namespace), key=lambda e: e.name)
+    taken: set[str] = set()
+    groups: list[tuple[int, list[FrontDoorEndpoint]]] = []
+    for entry in service.endpoints:
+        matched = [e for e in candidates if e.name not in taken and entry.selector.matches(e.labels)]
+        taken.update(e.name for e in matched)
+        groups.append((entry.weight, matched))
+    weights = distribute_weights([(weight, len(matched)) for weight, matched in groups])
+    chosen = [e for _, matched in groups for e in matched]
+    return [RouteBackend(service=e.name, port=e.backend.port, weight=w, rewrite_path=e.rewrite_path,
+                         host_rewrite=e.host_rewrite, middleware=e.middleware)
+            for e, w in zip(chosen, weights)]
+
+
+def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> dict[str, Any]:
+    """The HTTPRoute of ModelService `namespace/name`: `/<ns>/<service>/` on the front door's Gateway."""
+    backend_refs = []
+    for backend in backends:
+        ref: dict[str, Any] = {"name": backend.service, "port": backend.port, "weight": backend.weight}
+        filters: list[dict[str, Any]] = []
+        rewrite: dict[str, Any] = {}
+        if backend.host_rewrite:
+            rewrite["hostname"] = backend.host_rewrite
+        if backend.rewrite_path:
+            rewrite["path"] = {"type": "ReplacePrefixMatch", "replacePrefixMatch": backend.rewrite_path}
+        if rewrite:
+            filters.append({"type": "URLRewrite", "urlRewrite": rewrite})
+        if backend.middleware:
+            filters.append({"type": "ExtensionRef",
+                            "extensionRef": {"group": "traefik.io", "kind": "Middleware", "name": backend.middleware}})
+        if filters:
+            ref["filters"] = filters
+        backend_refs.append(ref)
+    rule: dict[str, Any] = {"matches": [{"path": {"type": "PathPrefix", "value": f"/{namespace}/{name}/"}}]}
+    if backend_refs:
+        rule["backendRefs"] = backend_refs
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": meta(name, namespace, labels=MANAGED_BY),
+        "spec": {
+            "parentRefs": [{"name": FRONT_DOOR_GATEWAY, "namespace": SYSTEM_NAMESPACE}],
+            "rules": [rule],
+        },
+    }
+
+
+def service_address(gateway_address: str, key: NamespacedName) -> str:
+    """A ModelService's public URL (§7.4); engine paths such as /v1/chat/completions go after it."""
+    return f"http://{gateway_address}/{key.namespace}/{key.name}"
+
+
+# --- the whole front door ------------------------------------------------------------------------
+
+def render_front_door(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
+                      metallb_pool: str | None) -> ClusterManifests:
+    """Everything the front-door cluster gets, objects in apply order.
+
+    Endpoints of every placed replica are included; the Pulumi layer creates each only once its
+    replica is ready (and can recompute a route over the ready ones with `route_backends`). A
+    ModelService none of whose selectors match a rendered endpoint gets no route, as upstream.
+    """
+    gateway = fleet.inference_gateway
+    if gateway is None:
+        raise ValueError("the fleet has no front door: set modelplane:inferenceGateway")
+    objects, releases = render_inference_gateway(gateway, metallb_pool)
+    endpoints = fleet_endpoints(fleet, result, gateway_addresses)
+    routes = []
+    for key, service in sorted(fleet.model_services.items()):
+        backends = route_backends(key.namespace, service, endpoints)
+        if backends:
+            routes.append(service_route(key.namespace, key.name, backends))
+    used = {e.namespace for e in endpoints} | {key.namespace for key in fleet.model_services}
+    objects += [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
+    for endpoint in endpoints:
+        objects += endpoint.objects()
+    objects += routes
+    return ClusterManifests(cluster=gateway.cluster_name, role="front-door", objects=objects, releases=releases)

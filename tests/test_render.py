@@ -1,0 +1,122 @@
+"""Every object the demo and cloud stacks render is valid for Kubernetes 1.34 and the pinned CRDs,
+names follow placement, and no secret value is ever written."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import lru_cache
+
+import pytest
+import yaml
+
+from conftest import REPO
+from k8s_validation import validate_object
+from modelplane.api import load_fleet
+from modelplane.api.stackfile import read_stack_file
+from modelplane.render import kind_address_pools, render_fleet
+from modelplane.scheduling import schedule
+from modelplane.scheduling.names import child_name
+
+
+@lru_cache(maxsize=None)
+def rendered(stack: str):
+    fleet = load_fleet(read_stack_file(REPO / "stacks" / f"Pulumi.{stack}.yaml").config)
+    return fleet, render_fleet(fleet, schedule(fleet))
+
+
+def every_object():
+    for stack in ("demo", "cloud"):
+        for cluster in rendered(stack)[1]:
+            for obj in cluster.objects:
+                meta = obj["metadata"]
+                yield pytest.param(obj, id=f"{stack}/{cluster.cluster}/{obj['kind']}/{meta.get('namespace', '-')}/{meta['name']}")
+
+
+@pytest.mark.parametrize("obj", every_object())
+def test_valid_for_the_cluster(obj):
+    assert validate_object(obj) == []
+
+
+@pytest.mark.parametrize("stack, clusters", [("demo", ["control", "gpu-eu-west", "gpu-us-east"]),
+                                             ("cloud", ["front-door", "aws-us-east", "azure-eu-west", "gcp-us-central"])])
+def test_one_folder_per_cluster_front_door_first(stack, clusters):
+    assert [c.cluster for c in rendered(stack)[1]] == clusters
+    assert [c.role for c in rendered(stack)[1]] == ["front-door"] + ["workload"] * (len(clusters) - 1)
+
+
+def objects_of(stack: str, cluster: str, kind: str) -> list[dict]:
+    manifests = next(c for c in rendered(stack)[1] if c.cluster == cluster)
+    return [o for o in manifests.objects if o["kind"] == kind]
+
+
+def test_demo_replica_objects_follow_the_placement():
+    [deployment] = [d for d in objects_of("demo", "gpu-eu-west", "Deployment") if "epp" not in d["metadata"]["name"]]
+    replica = "mock-demo-be445"
+    assert deployment["metadata"]["name"] == child_name(replica, "mock")
+    assert deployment["metadata"]["namespace"] == "ml-team"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"modelplane.ai/pool": "gpu-eu-west"}
+    assert pod["resourceClaims"] == [{"name": "devices",
+                                      "resourceClaimTemplateName": child_name(replica, "mock", "standalone", "devices")}]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    container = pod["containers"][0]
+    assert container["ports"] == [{"containerPort": 8000}] and container["readinessProbe"]["httpGet"]["path"] == "/health"
+    [claim] = objects_of("demo", "gpu-eu-west", "ResourceClaimTemplate")
+    [request] = claim["spec"]["spec"]["devices"]["requests"]
+    assert request == {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 1, "selectors": [
+        {"cel": {"expression": 'device.capacity["gpu.example.com"].memory.compareTo(quantity("20Gi")) >= 0'}}]}}
+    [route] = [r for r in objects_of("demo", "gpu-eu-west", "HTTPRoute")]
+    assert route["spec"]["rules"][0]["matches"][0]["path"]["value"] == f"/ml-team/{replica}/"
+    assert route["spec"]["parentRefs"] == [{"name": "inference-gateway", "namespace": "modelplane-system"}]
+
+
+def test_leader_worker_deployments_become_leader_worker_sets():
+    [lws] = objects_of("cloud", "aws-us-east", "LeaderWorkerSet")
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2
+    leader_env = template["leaderTemplate"]["spec"]["containers"][0]["env"]
+    assert [e["name"] for e in leader_env[:2]] == ["MODELPLANE_LEADER_ADDRESS", "MODELPLANE_RANK"]
+    replica = lws["metadata"]["labels"]["modelplane.ai/deployment"]
+    names = {c["metadata"]["name"] for c in objects_of("cloud", "aws-us-east", "ResourceClaimTemplate")}
+    placed = next(r for r in rendered("cloud")[1][1].objects if r["kind"] == "InferencePool")["metadata"]["name"][:-5]
+    assert replica == "llama-70b"
+    assert names == {child_name(placed, "vllm", "leader", "devices"), child_name(placed, "vllm", "worker", "devices")}
+
+
+def test_cached_deployments_mount_the_cache_and_get_the_model_flag():
+    deployments = [d for d in objects_of("cloud", "gcp-us-central", "Deployment") if "epp" not in d["metadata"]["name"]]
+    assert deployments
+    claim = child_name("modelcache", "ml-team", "qwen3-8b")
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": claim}} in pod["volumes"]
+        assert "--model=/mnt/models" in pod["containers"][0]["args"]
+    assert [p["metadata"]["name"] for p in objects_of("cloud", "gcp-us-central", "PersistentVolumeClaim")] == [claim]
+
+
+def test_no_secret_value_is_ever_rendered():
+    config = read_stack_file(REPO / "stacks" / "Pulumi.cloud.yaml").config
+    config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": "sk-live-DO-NOT-LEAK"}
+    config["modelCaches"]["ml-team"]["qwen3-8b"]["huggingFace"]["token"] = "hf_DO_NOT_LEAK"
+    fleet = load_fleet(config, origin="pulumi")
+    text = json.dumps([[c.objects, [r.to_dict() for r in c.releases]] for c in render_fleet(fleet, schedule(fleet))])
+    assert "DO-NOT-LEAK" not in text and "DO_NOT_LEAK" not in text
+
+
+def test_kind_address_pools_do_not_overlap():
+    pools = kind_address_pools(["control", "gpu-eu-west", "gpu-us-east"])
+    assert pools == {"control": "172.18.255.239-172.18.255.254", "gpu-eu-west": "172.18.255.223-172.18.255.238",
+                     "gpu-us-east": "172.18.255.207-172.18.255.222"}
+
+
+def test_render_command_writes_a_folder_per_cluster(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "modelplane", "render", "--stack", "demo", "--out", str(tmp_path)],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["control", "gpu-eu-west", "gpu-us-east"]
+    for folder in tmp_path.iterdir():
+        releases = yaml.safe_load((folder / "helm-releases.yaml").read_text())
+        assert isinstance(releases, list)
+        for path in folder.glob("[0-9]*.yaml"):
+            assert validate_object(yaml.safe_load(path.read_text())) == [], path.name
