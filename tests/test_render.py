@@ -12,7 +12,7 @@ import yaml
 
 from conftest import REPO
 from k8s_validation import validate_object
-from modelplane.api import load_fleet
+from modelplane.api import NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.render import kind_address_pools, render_fleet
 from modelplane.scheduling import schedule
@@ -120,3 +120,38 @@ def test_render_command_writes_a_folder_per_cluster(tmp_path):
         assert isinstance(releases, list)
         for path in folder.glob("[0-9]*.yaml"):
             assert validate_object(yaml.safe_load(path.read_text())) == [], path.name
+
+
+def test_prefill_decode_replicas_render_valid_and_decorated():
+    from builders import cluster, member
+
+    decode = member(cel=None)
+    decode["nodeSelector"] = {"devices": [{"name": "gpu"}]}
+    decode["template"]["spec"]["containers"][0]["args"] = ["--port=8200", "--block-size=32"]
+    prefill = member(cel=None)
+    prefill["nodeSelector"] = {"devices": [{"name": "gpu"}]}
+    config = {
+        "inferenceClasses": {"synthetic-gpu": {"devices": [{"name": "gpu", "driver": "gpu.example.com",
+                                                            "deviceClassName": "gpu.example.com", "count": 2}]}},
+        "inferenceClusters": {"a": cluster(nodePools=[{"name": "gpu", "className": "synthetic-gpu", "nodeCount": 4}])},
+        "modelDeployments": {"ml": {"pd": {"replicas": 1, "template": {"spec": {
+            "serving": {"mode": "PrefillDecode"},
+            "engines": [{"name": "prefill", "phase": "Prefill", "members": [prefill]},
+                        {"name": "decode", "phase": "Decode", "members": [decode]}]}}}}},
+    }
+    fleet = load_fleet(config)
+    [workload] = render_fleet(fleet, schedule(fleet))
+    for obj in workload.objects:
+        assert validate_object(obj) == [], obj["metadata"]["name"]
+    deployments = {d["metadata"]["name"]: d for d in workload.objects if d["kind"] == "Deployment"}
+    replica = schedule(fleet).deployments[NamespacedName("ml", "pd")].replicas[0].name
+    decode_pod = deployments[child_name(replica, "decode")]["spec"]["template"]
+    assert decode_pod["metadata"]["labels"]["llm-d.ai/role"] == "decode"
+    engine, sidecar = decode_pod["spec"]["containers"]
+    assert engine["ports"] == [{"containerPort": 8200}] and sidecar["name"] == "pd-sidecar"
+    assert "--vllm-port=8200" in sidecar["args"]
+    assert {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5557"} in engine["env"]
+    [config_map] = [o for o in workload.objects if o["kind"] == "ConfigMap"]
+    epp = yaml.safe_load(config_map["data"]["epp-config.yaml"])
+    assert [p["name"] for p in epp["schedulingProfiles"]] == ["prefill", "decode"]
+    assert epp["plugins"][0]["parameters"]["blockSizeTokens"] == 32

@@ -9,7 +9,7 @@ from ..scheduling.result import PlanResult
 from .cache import cache_storage_class, render_cache
 from .front_door import render_front_door
 from .replica import render_replica
-from .serving_stack import render_serving_stack
+from .serving_stack import render_serving_stack, uses_fake_gpus
 from .types import MANAGED_BY, ClusterManifests, meta
 
 KIND_NETWORK = "172.18.0.0/16"  # kind's default Docker network; the kind backend reads the real one
@@ -43,8 +43,7 @@ def render_fleet(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, 
 
 
 def render_workload_cluster(fleet: Fleet, result: PlanResult, cluster: str) -> ClusterManifests:
-    spec = fleet.inference_clusters[cluster]
-    objects, releases = render_serving_stack(cluster, fleet.serving_stack_for(cluster), spec.cluster.source == "Kind")
+    objects, releases = render_serving_stack(cluster, fleet.serving_stack_for(cluster), uses_fake_gpus(fleet, cluster))
     replicas = [r for r in result.replicas() if r.cluster == cluster]
     storage = cache_storage_class(fleet, cluster)
     caches = [(key, cache) for key, cache in sorted(fleet.model_caches.items())
