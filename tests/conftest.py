@@ -16,8 +16,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.created: list[tuple[str, str, dict]] = []
+        self.stack_outputs: dict = {}  # what a stack reference to this stack reads (its last outputs)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        if args.typ == "pulumi:pulumi:StackReference":
+            return args.name, {"name": args.name, "outputs": self.stack_outputs, "secretOutputNames": []}
         self.created.append((args.typ, args.name, dict(args.inputs)))
         return f"{args.name}-id", dict(args.inputs)
 
@@ -33,6 +36,7 @@ pulumi.runtime.set_mocks(MOCKS, project="modelplane", stack="test", preview=Fals
 @pytest.fixture
 def mocks() -> RecordingMocks:
     MOCKS.created.clear()
+    MOCKS.stack_outputs = {}
     return MOCKS
 
 

@@ -46,7 +46,7 @@ def test_kubeconfig_from_config_stays_a_secret():
     config = {"inferenceClusters": {"rack": {"cluster": {"source": "Existing",
                                                          "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}}}}
     set_stack_config(config, secret_keys=("inferenceClusters",))
-    fleet = program.run()
+    fleet = program.run().fleet
     kubeconfig = secret_output(fleet.inference_clusters["rack"].cluster.existing.kubeconfig)
     assert "apiVersion" not in repr(fleet)
 
@@ -55,3 +55,50 @@ def test_kubeconfig_from_config_stays_a_secret():
         assert value.startswith("apiVersion: v1") and is_secret is True
 
     return pulumi.Output.all(kubeconfig, pulumi.Output.from_input(kubeconfig.is_secret())).apply(check)
+
+
+def floats(value):
+    """What a stack output looks like when read back: every number a float."""
+    if isinstance(value, dict):
+        return {k: floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [floats(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+@pulumi.runtime.test
+def test_program_plans_and_the_second_run_keeps_every_replica(repo, mocks):
+    set_stack_config(read_stack_file(repo / "stacks" / "Pulumi.demo.yaml").config)
+    first = program.run()
+
+    def second_run(result):
+        placed = [(r.name, r.cluster, r.index) for r in result.replicas()]
+        assert placed == [("mock-demo-be445", "gpu-eu-west", 0), ("mock-demo-49b71", "gpu-us-east", 0)]
+        mocks.stack_outputs = {"placement": floats(result.document_data())}
+        return program.run().result.apply(lambda again: (placed, again))
+
+    def check(pair):
+        placed, again = pair
+        assert [(r.name, r.cluster, r.index, r.status) for r in again.replicas()] == [p + ("retained",) for p in placed]
+
+    return first.result.apply(second_run).apply(check)
+
+
+@pulumi.runtime.test
+def test_shortfall_is_visible_in_the_status_output(repo, mocks):
+    config = read_stack_file(repo / "stacks" / "Pulumi.demo.yaml").config
+    config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = 3
+    set_stack_config(config)
+
+    def check(status):
+        assert status["ml-team/mock-demo"]["conditions"][0] == {
+            "type": "ReplicasScheduled", "status": "False", "reason": "InsufficientCapacity",
+            "message": "Scheduled 2 of 3 replicas"}
+
+    return program.run().result.apply(program.deployment_status).apply(check)
+
+
+def test_an_unreadable_previous_placement_stops_the_run(repo, mocks):
+    set_stack_config(read_stack_file(repo / "stacks" / "Pulumi.demo.yaml").config)
+    with pytest.raises(pulumi.RunError, match="cannot plan without the previous placement"):
+        program.plan(load_fleet_from_pulumi(), {"kind": "Placement", "replicas": [{"cluster": 1}]})

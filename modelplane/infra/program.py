@@ -1,9 +1,18 @@
-"""The Pulumi program: read config -> validate -> (plan -> build components) -> export outputs."""
+"""The Pulumi program: read config -> validate -> plan (retaining last run's placement) -> outputs.
+
+Stack outputs and warnings are views of the one scheduling result: `placement` (the document the
+next run reads back), `deployments` (Scheduled N of M, conditions, replicas per cluster) and a
+warning per deployment that is short, with the reason per cluster.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 
-from ..api import ConfigError, Fleet
+from ..api import ConfigError, Fleet, ModelplaneError
+from ..scheduling import PlanResult, load_previous, schedule
 from .config import load_fleet_from_pulumi
 
 
@@ -22,7 +31,46 @@ def load_or_fail() -> Fleet:
     return fleet
 
 
-def run() -> Fleet:
+def previous_placement() -> pulumi.Output[Any]:
+    """This stack's own `placement` output from its last update (None on the first deployment).
+
+    A stack reference to itself: during an update the engine still reports the previous outputs,
+    and on a stack that was never deployed the output is simply missing.
+    """
+    own = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    return pulumi.StackReference(own).get_output("placement")
+
+
+def plan(fleet: Fleet, previous: Any) -> PlanResult:
+    try:
+        document = load_previous(previous)
+    except ModelplaneError as error:
+        pulumi.log.error(f"the stack's previous `placement` output is unreadable: {error}")
+        raise pulumi.RunError("cannot plan without the previous placement; nothing was changed") from None
+    result = schedule(fleet, document)
+    for deployment in result.deployments.values():
+        if deployment.short:
+            pulumi.log.warn(f"{deployment.key}: {deployment.conditions[0].message}; "
+                            f"{result.explain(deployment.key).summary}")
+    return result
+
+
+def deployment_status(result: PlanResult) -> dict[str, Any]:
+    return {str(key): {"replicas": p.desired, "scheduled": p.scheduled, "clusters": p.by_cluster(),
+                       "conditions": [c.to_dict() for c in p.conditions]}
+            for key, p in result.deployments.items()}
+
+
+@dataclass(frozen=True)
+class Program:
+    fleet: Fleet
+    result: pulumi.Output[PlanResult]
+
+
+def run() -> Program:
     fleet = load_or_fail()
+    result = previous_placement().apply(lambda previous: plan(fleet, previous))
     pulumi.export("fleet", {"summary": fleet.summary(), "counts": fleet.counts()})
-    return fleet
+    pulumi.export("placement", result.apply(lambda r: r.document_data()))
+    pulumi.export("deployments", result.apply(deployment_status))
+    return Program(fleet, result)
