@@ -1,18 +1,64 @@
-"""One set of Pulumi mocks for the whole suite (set_mocks is process-global: the last call wins)."""
+"""One set of Pulumi mocks for the whole suite (set_mocks is process-global: the last call wins).
+
+`RecordingMonitor` sees each registration as the engine would (parent, provider, dependencies,
+which inputs are secret); `RecordingMocks` answers them. Output hooks per resource type stand in
+for what a real provider computes (a cluster's kubeconfig, a Gateway's address).
+"""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import pulumi
 import pytest
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cloud_mocks import CLOUD_OUTPUTS  # noqa: E402  (needs the path above)
+
+
+@dataclass
+class Registration:
+    """One resource as the engine received it."""
+
+    urn: str
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    parent: str | None
+    provider: str | None
+    dependencies: list[str]
+    custom: bool
+    secret_inputs: set[str] = field(default_factory=set)  # top-level inputs sent as secrets
+
+    @property
+    def parent_name(self) -> str | None:
+        return self.parent.rsplit("::", 1)[-1] if self.parent else None
+
+    @property
+    def provider_name(self) -> str | None:
+        """The name of the explicit provider (`urn::id` in the request), or None for the default one."""
+        return self.provider.split("::")[3] if self.provider else None
+
+
+def _secret_keys(struct) -> set[str]:
+    raw = json_format.MessageToDict(struct)
+    return {key for key, value in raw.items()
+            if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig}
+
+
+# Outputs a real provider would compute, by resource type: inputs -> extra outputs.
+OUTPUT_HOOKS: dict[str, Callable[[dict], dict]] = {**CLOUD_OUTPUTS}
+
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    """Records every resource the program registers; echoes inputs back as outputs."""
+    """Echoes inputs back as outputs (plus OUTPUT_HOOKS); answers the self stack reference."""
 
     def __init__(self) -> None:
         self.created: list[tuple[str, str, dict]] = []
@@ -22,22 +68,52 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.typ == "pulumi:pulumi:StackReference":
             return args.name, {"name": args.name, "outputs": self.stack_outputs, "secretOutputNames": []}
         self.created.append((args.typ, args.name, dict(args.inputs)))
-        return f"{args.name}-id", dict(args.inputs)
+        outputs = dict(args.inputs)
+        if (hook := OUTPUT_HOOKS.get(args.typ)) is not None:
+            outputs.update(hook(dict(args.inputs)))
+        return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if (hook := OUTPUT_HOOKS.get(args.token)) is not None:
+            return hook(dict(args.args))
         return {}
 
 
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            pulumi_mocks._ensure_event_loop()
+            self.registrations.append(Registration(
+                urn=response.urn, type=request.type, name=request.name,
+                inputs=rpc.deserialize_properties(request.object), parent=request.parent or None,
+                provider=request.provider or None, dependencies=list(request.dependencies),
+                custom=bool(request.custom), secret_inputs=_secret_keys(request.object)))
+        return response
+
+
 MOCKS = RecordingMocks()
+MONITOR = RecordingMonitor(MOCKS)
 # preview=False: under preview, unknown outputs silently skip assertions inside apply().
-pulumi.runtime.set_mocks(MOCKS, project="modelplane", stack="test", preview=False, organization="organization")
+pulumi.runtime.set_mocks(MOCKS, project="modelplane", stack="test", preview=False, monitor=MONITOR,
+                         organization="organization")
 
 
 @pytest.fixture
 def mocks() -> RecordingMocks:
     MOCKS.created.clear()
     MOCKS.stack_outputs = {}
+    MONITOR.registrations.clear()
     return MOCKS
+
+
+@pytest.fixture
+def monitor(mocks) -> RecordingMonitor:
+    return MONITOR
 
 
 @pytest.fixture
