@@ -54,7 +54,33 @@ def _secret_keys(struct) -> set[str]:
 
 
 # Outputs a real provider would compute, by resource type: inputs -> extra outputs.
-OUTPUT_HOOKS: dict[str, Callable[[dict], dict]] = {**CLOUD_OUTPUTS}
+def _gateway_status(inputs: dict) -> dict:
+    """A programmed Gateway: the front door's and the workload clusters' get different addresses."""
+    address = "172.18.255.193" if inputs["metadata"]["name"] == "modelplane" else "172.18.255.200"
+    return {"status": {"addresses": [{"type": "IPAddress", "value": address}]}}
+
+
+KIND_KUBECONFIG = ("apiVersion: v1\nkind: Config\nclusters:\n- name: kind\n  cluster:\n"
+                   "    server: https://127.0.0.1:6443\nusers:\n- name: kind\n  user:\n"
+                   "    client-key-data: c2VjcmV0LWtleQ==\n")
+KIND_NETWORK = '[{"Subnet":"fc00:f853:ccd:e793::/64"},{"Subnet":"172.18.0.0/16","Gateway":"172.18.0.1"}]'
+
+
+def _local_command(inputs: dict) -> dict:
+    """What `kind get kubeconfig` and `docker network inspect` print on a laptop with kind."""
+    create = inputs.get("create", "")
+    if "kind get kubeconfig" in create or create.startswith("kind get kubeconfig"):
+        return {"stdout": KIND_KUBECONFIG, "stderr": ""}
+    if "docker network inspect" in create:
+        return {"stdout": KIND_NETWORK, "stderr": ""}
+    return {"stdout": "", "stderr": ""}
+
+
+OUTPUT_HOOKS: dict[str, Callable[[dict], dict]] = {
+    "kubernetes:gateway.networking.k8s.io/v1:Gateway": _gateway_status,
+    "command:local:Command": _local_command,
+    **CLOUD_OUTPUTS,
+}
 
 
 class RecordingMocks(pulumi.runtime.Mocks):

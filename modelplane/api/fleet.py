@@ -13,6 +13,8 @@ from .model_deployment import ModelDeployment
 from .model_service import ModelEndpoint, ModelService
 from .serving_stack import ServingStack, ServingStackConfig
 
+GKE_NVIDIA_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"  # where GKE's driver installer puts the driver
+
 
 @dataclass(frozen=True, order=True)
 class NamespacedName:
@@ -56,7 +58,11 @@ class Fleet:
         return ", ".join(parts) + f"; {replicas} replica{'' if replicas == 1 else 's'} requested"
 
     def serving_stack_for(self, cluster: str) -> ServingStack:
-        return ServingStack.effective(self.serving_stack, self.inference_clusters[cluster].serving_stack)
+        """The fleet-wide stack with the cluster's overrides; GKE installs the NVIDIA driver elsewhere."""
+        inference_cluster = self.inference_clusters[cluster]
+        source_default = ServingStackConfig(nvidia_driver_root=GKE_NVIDIA_DRIVER_ROOT) \
+            if inference_cluster.cluster.source == "GKE" else None
+        return ServingStack.effective(source_default, self.serving_stack, inference_cluster.serving_stack)
 
     def clusters_matching(self, match_labels: dict[str, str] | None) -> list[str]:
         """Names (sorted) of clusters whose labels contain every pair of `match_labels`."""

@@ -1,8 +1,13 @@
-"""The Pulumi program: read config -> validate -> plan (retaining last run's placement) -> outputs.
+"""The Pulumi program: read config -> validate -> plan (retaining last run's placement) -> components -> outputs.
 
 Stack outputs and warnings are views of the one scheduling result: `placement` (the document the
 next run reads back), `deployments` (Scheduled N of M, conditions, replicas per cluster) and a
-warning per deployment that is short, with the reason per cluster.
+warning per deployment that is short, with the reason per cluster. `services` and
+`gatewayAddress` say where to send requests.
+
+The placement depends on this stack's previous outputs, which arrive as an Output: the
+plan-dependent components are built inside `apply`. The engine reads those outputs during
+`pulumi preview` too, so the preview shows every replica, endpoint and route.
 """
 from __future__ import annotations
 
@@ -12,8 +17,10 @@ from typing import Any
 import pulumi
 
 from ..api import ConfigError, Fleet, ModelplaneError
+from ..render.front_door import service_address
 from ..scheduling import PlanResult, load_previous, schedule
 from .config import load_fleet_from_pulumi
+from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
 
 
 def load_or_fail() -> Fleet:
@@ -61,16 +68,34 @@ def deployment_status(result: PlanResult) -> dict[str, Any]:
             for key, p in result.deployments.items()}
 
 
+def service_urls(fleet: Fleet, infra: Infrastructure) -> dict[str, pulumi.Output[str]]:
+    if infra.gateway is None:
+        return {}
+    return {str(key): infra.gateway.address.apply(lambda address, key=key: service_address(address, key))
+            for key in sorted(fleet.model_services)}
+
+
 @dataclass(frozen=True)
 class Program:
     fleet: Fleet
     result: pulumi.Output[PlanResult]
+    infrastructure: Infrastructure
+    placement: pulumi.Output[Placement]
 
 
 def run() -> Program:
     fleet = load_or_fail()
     result = previous_placement().apply(lambda previous: plan(fleet, previous))
+    infrastructure = build_infrastructure(fleet)
+    placement = result.apply(lambda r: build_placement(fleet, r, infrastructure))
     pulumi.export("fleet", {"summary": fleet.summary(), "counts": fleet.counts()})
     pulumi.export("placement", result.apply(lambda r: r.document_data()))
-    pulumi.export("deployments", result.apply(deployment_status))
-    return Program(fleet, result)
+    # Exported through the built placement, so the run waits until every component is registered.
+    pulumi.export("deployments", pulumi.Output.all(result, placement).apply(lambda pair: deployment_status(pair[0])))
+    pulumi.export("services", service_urls(fleet, infrastructure))
+    if infrastructure.gateway is not None:
+        pulumi.export("gatewayAddress", infrastructure.gateway.address)
+    pulumi.export("clusters", {name: {"source": fleet.inference_clusters[name].cluster.source,
+                                      "gatewayAddress": cluster.serving_stack.address}
+                               for name, cluster in infrastructure.clusters.items()})
+    return Program(fleet, result, infrastructure, placement)

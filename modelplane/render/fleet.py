@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 
 from ..api import Fleet, NamespacedName
 from ..scheduling.names import child_name
-from ..scheduling.result import PlanResult
+from ..scheduling.result import PlacedReplica, PlanResult
 from .cache import cache_storage_class, render_cache
 from .front_door import render_front_door
 from .replica import render_replica
 from .serving_stack import render_serving_stack, uses_fake_gpus
-from .types import MANAGED_BY, ClusterManifests, meta
+from .types import MANAGED_BY, ClusterManifests, HelmRelease, meta
 
 KIND_NETWORK = "172.18.0.0/16"  # kind's default Docker network; the kind backend reads the real one
 
@@ -42,23 +43,49 @@ def render_fleet(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, 
     return manifests
 
 
-def render_workload_cluster(fleet: Fleet, result: PlanResult, cluster: str) -> ClusterManifests:
-    objects, releases = render_serving_stack(cluster, fleet.serving_stack_for(cluster), uses_fake_gpus(fleet, cluster))
+@dataclass
+class WorkloadClusterParts:
+    """One workload cluster, split the way it is deployed: serving stack, namespaces, caches, replicas."""
+
+    cluster: str
+    stack_objects: list[dict]
+    stack_releases: list[HelmRelease]
+    namespaces: list[dict]  # the tenants' namespaces (replicas and caches live there)
+    caches: dict[NamespacedName, list[dict]]
+    replicas: list[tuple[PlacedReplica, list[dict]]]
+
+    def manifests(self) -> ClusterManifests:
+        objects = self.stack_objects + self.namespaces
+        for cache_objects in self.caches.values():
+            objects += cache_objects
+        for _, replica_objects in self.replicas:
+            objects += replica_objects
+        return ClusterManifests(self.cluster, "workload", objects, list(self.stack_releases))
+
+
+def workload_cluster_parts(fleet: Fleet, result: PlanResult, cluster: str) -> WorkloadClusterParts:
+    stack_objects, releases = render_serving_stack(cluster, fleet.serving_stack_for(cluster),
+                                                   uses_fake_gpus(fleet, cluster))
     replicas = [r for r in result.replicas() if r.cluster == cluster]
     storage = cache_storage_class(fleet, cluster)
-    caches = [(key, cache) for key, cache in sorted(fleet.model_caches.items())
+    caches = {key: render_cache(key.namespace, key.name, cache, cluster, storage)
+              for key, cache in sorted(fleet.model_caches.items())
               if storage and cluster in fleet.clusters_matching(
-                  cache.cluster_selector.match_labels if cache.cluster_selector else None)]
-    namespaces = sorted({r.key.namespace for r in replicas} | {key.namespace for key, _ in caches})
-    objects += [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, labels=MANAGED_BY)} for ns in namespaces]
-    for key, cache in caches:
-        objects += render_cache(key.namespace, key.name, cache, cluster, storage)
-    staged = {key for key, _ in caches}
+                  cache.cluster_selector.match_labels if cache.cluster_selector else None)}
+    namespaces = sorted({r.key.namespace for r in replicas} | {key.namespace for key in caches})
+    rendered = []
     for replica in replicas:
         deployment = fleet.model_deployments[replica.key]
         ref = deployment.spec.model_cache_ref
         claim = None
-        if ref is not None and NamespacedName(replica.key.namespace, ref.name) in staged:
+        if ref is not None and NamespacedName(replica.key.namespace, ref.name) in caches:
             claim = child_name("modelcache", replica.key.namespace, ref.name)
-        objects += render_replica(replica, deployment, claim)
-    return ClusterManifests(cluster, "workload", objects, releases)
+        rendered.append((replica, render_replica(replica, deployment, claim)))
+    return WorkloadClusterParts(
+        cluster, stack_objects, releases,
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, labels=MANAGED_BY)} for ns in namespaces],
+        caches, rendered)
+
+
+def render_workload_cluster(fleet: Fleet, result: PlanResult, cluster: str) -> ClusterManifests:
+    return workload_cluster_parts(fleet, result, cluster).manifests()

@@ -480,27 +480,52 @@ def service_address(gateway_address: str, key: NamespacedName) -> str:
 
 # --- the whole front door ------------------------------------------------------------------------
 
-def render_front_door(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
-                      metallb_pool: str | None) -> ClusterManifests:
-    """Everything the front-door cluster gets, objects in apply order.
+@dataclass
+class FrontDoorParts:
+    """The front door, split the way it is deployed: the gateway, then endpoints, then routes."""
+
+    cluster: str
+    objects: list[dict]  # Traefik's namespace, MetalLB's pool, the GatewayClass and Gateway
+    releases: list[HelmRelease]
+    namespaces: list[dict]  # the tenants' namespaces on the front-door cluster
+    endpoints: list[FrontDoorEndpoint]
+    routes: dict[NamespacedName, dict]  # ModelService -> its HTTPRoute
+    route_endpoints: dict[NamespacedName, list[str]]  # ModelService -> the endpoint names its route uses
+
+    def manifests(self) -> ClusterManifests:
+        objects = self.objects + self.namespaces
+        for endpoint in self.endpoints:
+            objects += endpoint.objects()
+        objects += list(self.routes.values())
+        return ClusterManifests(cluster=self.cluster, role="front-door", objects=objects, releases=list(self.releases))
+
+
+def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
+                     metallb_pool: str | None) -> FrontDoorParts:
+    """Everything the front-door cluster gets.
 
     Endpoints of every placed replica are included; the Pulumi layer creates each only once its
-    replica is ready (and can recompute a route over the ready ones with `route_backends`). A
-    ModelService none of whose selectors match a rendered endpoint gets no route, as upstream.
+    replica is ready, and a route only after the endpoints it names. A ModelService none of whose
+    selectors match an endpoint gets no route, as upstream.
     """
     gateway = fleet.inference_gateway
     if gateway is None:
         raise ValueError("the fleet has no front door: set modelplane:inferenceGateway")
     objects, releases = render_inference_gateway(gateway, metallb_pool)
     endpoints = fleet_endpoints(fleet, result, gateway_addresses)
-    routes = []
+    routes: dict[NamespacedName, dict] = {}
+    route_endpoints: dict[NamespacedName, list[str]] = {}
     for key, service in sorted(fleet.model_services.items()):
         backends = route_backends(key.namespace, service, endpoints)
         if backends:
-            routes.append(service_route(key.namespace, key.name, backends))
+            routes[key] = service_route(key.namespace, key.name, backends)
+            route_endpoints[key] = [b.service for b in backends]
     used = {e.namespace for e in endpoints} | {key.namespace for key in fleet.model_services}
-    objects += [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
-    for endpoint in endpoints:
-        objects += endpoint.objects()
-    objects += routes
-    return ClusterManifests(cluster=gateway.cluster_name, role="front-door", objects=objects, releases=releases)
+    namespaces = [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
+    return FrontDoorParts(gateway.cluster_name, objects, releases, namespaces, endpoints, routes, route_endpoints)
+
+
+def render_front_door(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
+                      metallb_pool: str | None) -> ClusterManifests:
+    """Everything the front-door cluster gets, objects in apply order."""
+    return front_door_parts(fleet, result, gateway_addresses, metallb_pool).manifests()

@@ -18,3 +18,10 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess
     """
     module = importlib.import_module(f"{__name__}.{_MODULES[request.source.source]}")
     return module.provision(request, parent)
+
+
+def cluster_objects(request: ClusterRequest, access: ClusterAccess) -> list[dict]:
+    """Kubernetes objects the backend needs inside its cluster (e.g. a cloud's RWX StorageClass)."""
+    module = importlib.import_module(f"{__name__}.{_MODULES[request.source.source]}")
+    hook = getattr(module, "cluster_objects", None)
+    return list(hook(request, access)) if hook is not None else []

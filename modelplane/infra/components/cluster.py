@@ -1,0 +1,44 @@
+"""InferenceCluster: a workload cluster, provisioned by its backend, with its provider and serving stack."""
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from ...api.serving_stack import ServingStack as ServingStackSpec
+from .. import backends
+from ..backends.base import ClusterRequest
+from ..kube import apply_object, resource_name
+from .common import apply_objects, children, cluster_provider, component_type
+from .serving_stack import ServingStack
+
+
+class InferenceCluster(pulumi.ComponentResource):
+    """Everything that exists per workload cluster regardless of the plan.
+
+    Plan-dependent objects (tenant namespaces, replicas, caches) are added later, through
+    `provider`, once the placement is known.
+    """
+
+    def __init__(self, request: ClusterRequest, stack: ServingStackSpec, fake_gpus: bool,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(component_type("InferenceCluster"), request.name, None, opts)
+        self.name = request.name
+        access = backends.provision(request, self)
+        self.provider = cluster_provider(request.name, access, self)
+        # What the backend needs inside the cluster (a cloud's RWX StorageClass for ModelCache).
+        apply_objects(request.name, backends.cluster_objects(request, access), children(self, self.provider))
+        self.serving_stack = ServingStack(request.name, stack, fake_gpus, self.provider, access.metallb_pool,
+                                          opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"gatewayAddress": self.serving_stack.address})
+
+
+def tenant_namespaces(cluster: str, objects: list[dict[str, Any]], parent: pulumi.Resource,
+                      provider: pulumi.ProviderResource) -> dict[str, pulumi.CustomResource]:
+    """The tenants' namespaces on a cluster, by name.
+
+    Kept (not deleted) when no longer used: deleting a namespace deletes everything in it, and on a
+    cluster you bring yourself the namespace may hold more than what modelplane put there.
+    """
+    opts = pulumi.ResourceOptions(parent=parent, provider=provider, retain_on_delete=True)
+    return {obj["metadata"]["name"]: apply_object(resource_name(cluster, obj), obj, opts) for obj in objects}

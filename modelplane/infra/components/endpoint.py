@@ -1,0 +1,60 @@
+"""ModelEndpoint: a backend on the front door (a placed replica's gateway path, or a hand-made URL)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import pulumi
+
+from ...render.front_door import FrontDoorEndpoint
+from ...render.types import gateway_address_placeholder
+from ..kube import apply_object, resource_name, substitute
+from .common import children, component_type
+from .replica import component_name
+
+
+class ModelEndpoint(pulumi.ComponentResource):
+    """A selectorless Service and its EndpointSlice (plus the auth Middleware of a hand-made endpoint).
+
+    A replica's endpoint points at its workload cluster's Gateway, whose address is known only once
+    that Gateway is programmed: the objects are rendered again with the real address (an IP gives
+    an IPv4 EndpointSlice, a load balancer hostname an FQDN one). It is created only after
+    `depends_on` (the replica's workloads, ready).
+    """
+
+    def __init__(self, endpoint: FrontDoorEndpoint, cluster: str, provider: pulumi.ProviderResource,
+                 gateway_address: pulumi.Output[str] | None, secrets: Mapping[str, pulumi.Input[str]],
+                 depends_on: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None,
+                         opts)
+        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        templates = endpoint.objects()
+        url: pulumi.Input[str] = endpoint.url
+        actual: pulumi.Output[list[dict[str, Any]]] | None = None
+        if endpoint.replica is not None and gateway_address is not None:
+            placeholder = gateway_address_placeholder(endpoint.replica.cluster)
+            url = gateway_address.apply(lambda address: endpoint.url.replace(placeholder, _known(address, endpoint)))
+            actual = url.apply(lambda real: dataclasses.replace(endpoint, url=real).objects())
+        self.resources = []
+        for i, template in enumerate(templates):
+            obj = template if actual is None else _late_fields(template, actual, i)
+            self.resources.append(apply_object(resource_name(cluster, template), substitute(obj, secrets), child))
+        self.url = url
+        self.register_outputs({"url": url})
+
+
+def _known(address: str | None, endpoint: FrontDoorEndpoint) -> str:
+    if not address:  # the Gateway is awaited until it has one, so this means the cluster lost it
+        assert endpoint.replica is not None
+        raise ValueError(f"the inference-gateway on cluster '{endpoint.replica.cluster}' reports no address; "
+                         "check its load balancer (MetalLB on kind) and run `pulumi up` again")
+    return address
+
+
+def _late_fields(template: dict[str, Any], actual: pulumi.Output[list[dict[str, Any]]], i: int) -> dict[str, Any]:
+    """The template's identity (apiVersion, kind, metadata) with every other field taken from `actual[i]`."""
+    out = {key: template[key] for key in ("apiVersion", "kind", "metadata")}
+    for key in template:
+        if key not in out:
+            out[key] = actual.apply(lambda objects, key=key: objects[i][key])
+    return out

@@ -1,0 +1,46 @@
+"""ModelReplica: one placed replica's objects on its workload cluster, created once its serving stack is up."""
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from ...scheduling.result import PlacedReplica
+from ..kube import WAIT_FOR, with_annotations
+from .common import apply_objects, children, component_type
+
+WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+# LeaderWorkerSet has no built-in await in pulumi-kubernetes: wait for the controller's verdict.
+LWS_WAIT = {WAIT_FOR: "condition=Available"}
+# Engines pull large images and load weights: allow more than the provider's 10-minute default.
+WORKLOAD_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m")
+
+
+def component_name(namespace: str, name: str) -> str:
+    """`<namespace>/<name>`: what users know (the namespace keeps equal names in two namespaces apart)."""
+    return f"{namespace}/{name}"
+
+
+class ModelReplica(pulumi.ComponentResource):
+    """The replica's workloads, claim templates, endpoint picker and routing surface.
+
+    Configuration objects go first; the workloads (Deployment, LeaderWorkerSet) after them, and
+    `workloads` are what the replica's front-door endpoint waits for: Pulumi creates a workload
+    only once it is available, so an endpoint never points at a replica that is still starting.
+    """
+
+    def __init__(self, replica: PlacedReplica, objects: list[dict[str, Any]], provider: pulumi.ProviderResource,
+                 depends_on: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(component_type("ModelReplica"), component_name(replica.key.namespace, replica.name), None,
+                         opts)
+        self.replica = replica
+        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        config = [o for o in objects if o["kind"] not in WORKLOAD_KINDS]
+        workloads = [with_annotations(o, LWS_WAIT) if o["kind"] == "LeaderWorkerSet" else o
+                     for o in objects if o["kind"] in WORKLOAD_KINDS]
+        applied_config = apply_objects(replica.cluster, config, child)
+        self.workloads = apply_objects(
+            replica.cluster, workloads,
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(custom_timeouts=WORKLOAD_TIMEOUTS)),
+            depends_on=lambda obj: applied_config)
+        self.register_outputs({"cluster": replica.cluster, "index": replica.index})

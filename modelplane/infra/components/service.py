@@ -1,0 +1,28 @@
+"""ModelService: one URL on the front door, split by weight over the endpoints it selects."""
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from ...api.fleet import NamespacedName
+from ..kube import apply_object, resource_name
+from .common import children, component_type
+from .replica import component_name
+
+
+class ModelService(pulumi.ComponentResource):
+    """The service's HTTPRoute, applied after every endpoint it routes to exists (so after their replicas are ready).
+
+    When a replica moves, the route gains the new endpoint only once that is ready; the old
+    endpoint and replica are deleted at the end of the update, after the route stopped naming them.
+    """
+
+    def __init__(self, key: NamespacedName, route: dict[str, Any], cluster: str, provider: pulumi.ProviderResource,
+                 url: pulumi.Input[str], depends_on: list[pulumi.Resource],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(component_type("ModelService"), component_name(key.namespace, key.name), None, opts)
+        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        self.route = apply_object(resource_name(cluster, route), route, child)
+        self.url = pulumi.Output.from_input(url)
+        self.register_outputs({"url": self.url})

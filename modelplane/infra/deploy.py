@@ -1,0 +1,152 @@
+"""Decided data -> components: the clusters and front door first, then what the placement puts on them.
+
+Clusters, serving stacks and the front door do not depend on the placement, so they are built
+before it is known. Everything that does (tenant namespaces, caches, replicas, endpoints, service
+routes) is built from the plan, in this order of dependencies:
+
+    cluster provider -> serving stack -> replica workloads (ready) -> front-door endpoint -> service route
+
+A replica that moves has a new name (names derive from placement), so its replacement is a new
+set of resources, created and awaited during the update; the engine deletes the old replica,
+its endpoint and its place in the route only at the end of the update. There is no serving gap.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from ..api import Fleet, NamespacedName
+from ..render.fleet import WorkloadClusterParts, workload_cluster_parts
+from ..render.front_door import front_door_parts, service_address
+from ..render.secrets import placeholder
+from ..render.serving_stack import uses_fake_gpus
+from ..scheduling.result import PlanResult
+from .backends.base import ClusterRequest, GpuPool
+from .components import (
+    InferenceCluster,
+    InferenceGateway,
+    ModelCache,
+    ModelEndpoint,
+    ModelReplica,
+    ModelService,
+    tenant_namespaces,
+)
+from .components.serving_stack import METALLB_POOL_PLACEHOLDER
+from .config import secret_output
+
+
+@dataclass
+class Infrastructure:
+    clusters: dict[str, InferenceCluster]
+    gateway: InferenceGateway | None
+
+
+def kind_clusters(fleet: Fleet) -> tuple[str, ...]:
+    """Every kind cluster, front door included: each carves its own MetalLB range from the shared network."""
+    names = {name for name, c in fleet.inference_clusters.items() if c.cluster.source == "Kind"}
+    if fleet.inference_gateway is not None and fleet.inference_gateway.cluster.source == "Kind":
+        names.add(fleet.inference_gateway.cluster_name)
+    return tuple(sorted(names))
+
+
+def cluster_request(fleet: Fleet, name: str) -> ClusterRequest:
+    cluster = fleet.inference_clusters[name]
+    pools = tuple(GpuPool(pool, fleet.inference_classes[pool.class_name]) for pool in cluster.node_pools)
+    return ClusterRequest(name, cluster.cluster, pools, kind_clusters(fleet))
+
+
+def build_infrastructure(fleet: Fleet) -> Infrastructure:
+    clusters = {name: InferenceCluster(cluster_request(fleet, name), fleet.serving_stack_for(name),
+                                       uses_fake_gpus(fleet, name))
+                for name in sorted(fleet.inference_clusters)}
+    gateway = None
+    if fleet.inference_gateway is not None:
+        gateway = InferenceGateway(fleet.inference_gateway, kind_clusters(fleet))
+    return Infrastructure(clusters, gateway)
+
+
+def secret_values(fleet: Fleet) -> dict[str, pulumi.Output[str]]:
+    """Each secret placeholder the renderer may leave -> the config value, as a Pulumi secret."""
+    out = {}
+    for key, endpoint in fleet.model_endpoints.items():
+        if endpoint.auth is not None:
+            out[placeholder("modelEndpoints", key.namespace, key.name, "auth", "token")] = \
+                secret_output(endpoint.auth.token)
+    for key, cache in fleet.model_caches.items():
+        if cache.hugging_face is not None and cache.hugging_face.token is not None:
+            out[placeholder("modelCaches", key.namespace, key.name, "huggingFace", "token")] = \
+                secret_output(cache.hugging_face.token)
+    return out
+
+
+@dataclass
+class Placement:
+    """What was built for one plan, by the names users know."""
+
+    replicas: dict[str, ModelReplica]  # "<ns>/<replica>"
+    endpoints: dict[str, ModelEndpoint]
+    services: dict[str, ModelService]
+    caches: dict[str, ModelCache]
+
+
+def build_placement(fleet: Fleet, result: PlanResult, infra: Infrastructure) -> Placement:
+    secrets = secret_values(fleet)
+    parts = {name: workload_cluster_parts(fleet, result, name) for name in sorted(infra.clusters)}
+    namespaces = {name: tenant_namespaces(name, p.namespaces, infra.clusters[name], infra.clusters[name].provider)
+                  for name, p in parts.items()}
+    caches = _build_caches(parts, infra, namespaces, secrets)
+    replicas: dict[str, ModelReplica] = {}
+    for name, cluster_parts in parts.items():
+        cluster = infra.clusters[name]
+        for replica, objects in cluster_parts.replicas:
+            ns = replica.key.namespace
+            depends_on = [*cluster.serving_stack.ready, namespaces[name][ns]]
+            ref = fleet.model_deployments[replica.key].spec.model_cache_ref
+            cache_key = f"{ns}/{ref.name}" if ref is not None else None
+            if cache_key in caches and name in caches[cache_key].resources:
+                depends_on += caches[cache_key].resources[name]  # the PVC it mounts
+            replicas[f"{ns}/{replica.name}"] = ModelReplica(replica, objects, cluster.provider, depends_on)
+    endpoints: dict[str, ModelEndpoint] = {}
+    services: dict[str, ModelService] = {}
+    if infra.gateway is not None:
+        endpoints, services = _build_front_door(fleet, result, infra, replicas, secrets)
+    return Placement(replicas, endpoints, services, caches)
+
+
+def _build_caches(parts: dict[str, WorkloadClusterParts], infra: Infrastructure,
+                  namespaces: dict[str, dict[str, pulumi.CustomResource]],
+                  secrets: dict[str, pulumi.Output[str]]) -> dict[str, ModelCache]:
+    per_cache: dict[NamespacedName, dict[str, Any]] = {}
+    for name, cluster_parts in parts.items():
+        for key, objects in cluster_parts.caches.items():
+            per_cache.setdefault(key, {})[name] = (objects, infra.clusters[name].provider,
+                                                   [namespaces[name][key.namespace]])
+    return {f"{key.namespace}/{key.name}": ModelCache(key, clusters, secrets)
+            for key, clusters in sorted(per_cache.items())}
+
+
+def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, replicas: dict[str, ModelReplica],
+                      secrets: dict[str, pulumi.Output[str]]) -> tuple[dict[str, ModelEndpoint], dict[str, ModelService]]:
+    gateway = infra.gateway
+    assert gateway is not None
+    parts = front_door_parts(fleet, result, {}, METALLB_POOL_PLACEHOLDER)
+    namespaces = tenant_namespaces(gateway.cluster, parts.namespaces, gateway, gateway.provider)
+    endpoints: dict[str, ModelEndpoint] = {}
+    for endpoint in parts.endpoints:
+        key = f"{endpoint.namespace}/{endpoint.name}"
+        depends_on = [*gateway.ready, namespaces[endpoint.namespace]]
+        address = None
+        if endpoint.replica is not None:
+            depends_on += replicas[key].workloads  # ready: Pulumi awaited them
+            address = infra.clusters[endpoint.replica.cluster].serving_stack.address
+        endpoints[key] = ModelEndpoint(endpoint, gateway.cluster, gateway.provider, address, secrets, depends_on)
+    services: dict[str, ModelService] = {}
+    for key, route in parts.routes.items():
+        depends_on = [*gateway.ready, namespaces[key.namespace]]
+        depends_on += [endpoints[f"{key.namespace}/{name}"] for name in parts.route_endpoints[key]]
+        url = gateway.address.apply(lambda address, key=key: service_address(address, key))
+        services[f"{key.namespace}/{key.name}"] = ModelService(key, route, gateway.cluster, gateway.provider, url,
+                                                               depends_on)
+    return endpoints, services

@@ -1,0 +1,142 @@
+"""Rendered Kubernetes objects and Helm releases as Pulumi resources, without writing any field here.
+
+Objects come from `modelplane.render` as plain dicts. Built-in kinds go through the typed
+pulumi-kubernetes class for their group/version/kind (so the provider's await logic applies:
+a Deployment is created only once it is available); custom resources through a generic
+Kubernetes custom resource. Placeholders the renderer leaves for values known only at deploy time
+(secrets, a workload gateway's address) are substituted with Outputs here.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes import _utilities as k8s_utilities
+
+from ..render.secrets import PLACEHOLDER
+from ..render.types import HelmRelease
+
+# API groups pulumi-kubernetes has typed classes for (module name under pulumi_kubernetes).
+_TYPED_GROUPS = {
+    "": "core", "apps": "apps", "batch": "batch", "policy": "policy",
+    "rbac.authorization.k8s.io": "rbac", "discovery.k8s.io": "discovery", "resource.k8s.io": "resource",
+    "storage.k8s.io": "storage", "networking.k8s.io": "networking", "scheduling.k8s.io": "scheduling",
+    "admissionregistration.k8s.io": "admissionregistration", "apiextensions.k8s.io": "apiextensions",
+}
+
+# Pulumi's await annotations (read by the provider, never by Kubernetes).
+WAIT_FOR = "pulumi.com/waitFor"
+SKIP_AWAIT = "pulumi.com/skipAwait"
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def object_id(obj: Mapping[str, Any]) -> str:
+    """`<namespace>/<name>` or `<name>`: how Kubernetes (and `kubectl`) names the object."""
+    metadata = obj["metadata"]
+    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
+
+
+def resource_name(cluster: str, obj: Mapping[str, Any]) -> str:
+    """A stack-unique Pulumi name: the cluster, then the object's namespace/name (the type tells kinds apart)."""
+    return f"{cluster}/{object_id(obj)}"
+
+
+def typed_class(api_version: str, kind: str) -> type | None:
+    group, _, version = api_version.rpartition("/")
+    module = _TYPED_GROUPS.get(group)
+    if module is None:
+        return None
+    try:
+        return getattr(importlib.import_module(f"pulumi_kubernetes.{module}.{version}"), kind)
+    except (ImportError, AttributeError):
+        return None
+
+
+def with_annotations(obj: dict[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
+    metadata = dict(obj["metadata"])
+    metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
+    return {**obj, "metadata": metadata}
+
+
+def apply_object(name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions,
+                 outputs: tuple[str, ...] = ()) -> pulumi.CustomResource:
+    """One object as a Pulumi resource. `outputs` names extra top-level fields to read back (e.g. `status`).
+
+    Top-level fields become the typed class's snake_case arguments; nested fields keep their
+    Kubernetes (camelCase) names, which pulumi-kubernetes sends as they are.
+    """
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    fields = {key: value for key, value in obj.items() if key not in ("apiVersion", "kind")}
+    cls = typed_class(api_version, kind)
+    if cls is not None and not outputs:
+        return cls(name, opts=opts, **{_snake(key): value for key, value in fields.items()})
+    if cls is None and not outputs and set(fields) <= {"metadata", "spec"}:
+        return k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, opts=opts, **fields)
+    # A resource of this group/kind with more fields than the typed class exposes: every field,
+    # plus the ones to read back (e.g. a Gateway's `status`), gets an output.
+    props = {"apiVersion": api_version, "kind": kind, **fields, **{key: None for key in outputs}}
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
+    return pulumi.CustomResource(f"kubernetes:{_type_path(api_version)}:{kind}", name, props, opts)
+
+
+def _type_path(api_version: str) -> str:
+    return api_version if "/" in api_version else f"core/{api_version}"
+
+
+def helm_release(name: str, release: HelmRelease, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """A Helm release as rendered: fixed release name (no random suffix), its namespace created by Helm.
+
+    `atomic` rolls a failed install back, so a retry starts clean; the provider waits for the
+    release's resources to be ready before dependents are applied.
+    """
+    oci = release.repository.startswith("oci://")
+    return k8s.helm.v3.Release(
+        name,
+        name=release.name,
+        namespace=release.namespace,
+        create_namespace=True,
+        chart=f"{release.repository}/{release.chart}" if oci else release.chart,
+        repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=release.repository),
+        version=release.version,
+        values=release.values,
+        atomic=True,
+        timeout=900,
+        opts=opts,
+    )
+
+
+def substitute(value: Any, replacements: Mapping[str, pulumi.Input[str]]) -> Any:
+    """`value` with every occurrence of a placeholder string replaced by its (Output) value.
+
+    Strings without placeholders stay plain; a string holding one becomes an Output (secret if the
+    replacement is), so a secret token inside a header value stays secret in state and previews.
+    """
+    if isinstance(value, dict):
+        return {key: substitute(item, replacements) for key, item in value.items()}
+    if isinstance(value, list):
+        return [substitute(item, replacements) for item in value]
+    if isinstance(value, str):
+        hits = [token for token in replacements if token in value]
+        if hits:
+            value = _concat(value, hits, replacements)
+        elif (missing := PLACEHOLDER.search(value)) is not None:
+            # Never deploy a placeholder where a credential belongs.
+            raise ValueError(f"no value for {missing.group(1)}: set it with `pulumi config set --secret --path`")
+    return value
+
+
+def _concat(text: str, tokens: list[str], replacements: Mapping[str, pulumi.Input[str]]) -> pulumi.Output[str]:
+    pattern = re.compile("|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)))
+    parts: list[pulumi.Input[str]] = []
+    position = 0
+    for match in pattern.finditer(text):
+        parts += [text[position:match.start()], replacements[match.group(0)]]
+        position = match.end()
+    parts.append(text[position:])
+    return pulumi.Output.concat(*[part for part in parts if part != ""])

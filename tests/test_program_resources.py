@@ -1,0 +1,278 @@
+"""The whole program under Pulumi mocks: what a reviewer finds after `pulumi up --stack demo`/`cloud`.
+
+Every resource is read as the engine received it (type, name, parent, provider, dependencies and
+which inputs are secret) through the suite's recording monitor.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import pulumi
+import pytest
+from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.sync_await import _sync_await
+
+from k8s_validation import assert_valid, integral_floats_to_int
+from modelplane.api.stackfile import read_stack_file
+from modelplane.infra import program
+from modelplane.scheduling import PlanResult
+
+PROVIDER = "pulumi:providers:kubernetes"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def set_stack_config(config: dict) -> None:
+    pulumi.runtime.set_all_config({f"modelplane:{k}": json.dumps(v) for k, v in config.items()})
+
+
+def stack_config(repo, stack: str) -> dict:
+    return read_stack_file(repo / "stacks" / f"Pulumi.{stack}.yaml").config
+
+
+def floats(value):
+    """A stack output as read back by a stack reference: every number a float."""
+    if isinstance(value, dict):
+        return {k: floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [floats(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+@dataclass
+class Deployed:
+    result: PlanResult
+    seen: "Registered"
+    outputs: dict
+
+
+def deploy(monitor, mocks, config: dict, previous: PlanResult | None = None) -> Deployed:
+    """One `pulumi up` under mocks, returned once every resource is registered.
+
+    `previous` is fed back as this stack's last `placement` output (numbers as floats, as a stack
+    reference reads them).
+    """
+    captured = {}
+    monitor.registrations.clear()
+    mocks.stack_outputs = {"placement": floats(previous.document_data())} if previous is not None else {}
+
+    @pulumi.runtime.test
+    def up():
+        set_stack_config(config)
+        ran = program.run()
+        return ran.result.apply(lambda r: captured.setdefault("result", r))
+
+    up()
+    outputs = {key: _sync_await(pulumi.Output.from_input(value).future())
+               for key, value in get_root_resource().outputs.items()}
+    return Deployed(captured["result"], Registered(monitor.registrations), outputs)
+
+
+class Registered:
+    """Views of the monitor's registrations."""
+
+    def __init__(self, registrations):
+        self.all = list(registrations)
+        self.by_urn = {r.urn: r for r in self.all}
+
+    def of_type(self, type_: str):
+        return [r for r in self.all if r.type == type_]
+
+    def named(self, type_: str, name: str):
+        matches = [r for r in self.all if r.type == type_ and r.name == name]
+        assert len(matches) == 1, (type_, name, [r.name for r in self.of_type(type_)])
+        return matches[0]
+
+    def children(self, parent):
+        return [r for r in self.all if r.parent == parent.urn]
+
+    def ancestors(self, registration):
+        out = []
+        while registration.parent and registration.parent in self.by_urn:
+            registration = self.by_urn[registration.parent]
+            out.append(registration)
+        return out
+
+    def provider_of(self, registration) -> str | None:
+        return registration.provider_name
+
+    def engine_of(self, replica: str):
+        """The replica's engine Deployment (the other Deployment is its endpoint picker, `-epp`)."""
+        component = self.named("modelplane:index:ModelReplica", replica)
+        [engine] = [r for r in self.children(component)
+                    if r.type == "kubernetes:apps/v1:Deployment" and not r.name.endswith("-epp")]
+        return engine
+
+
+# --- demo ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def demo(repo, monitor, mocks) -> Deployed:
+    return deploy(monitor, mocks, stack_config(repo, "demo"))
+
+
+def test_demo_has_a_provider_per_cluster_and_every_kubeconfig_is_secret(demo):
+    seen = demo.seen
+    providers = {r.name: r for r in seen.of_type(PROVIDER)}
+    assert sorted(providers) == ["control", "gpu-eu-west", "gpu-us-east"]
+    for provider in providers.values():
+        assert "kubeconfig" in provider.secret_inputs, provider.name
+    # The kind clusters themselves, through pulumi-command, with the pinned node image.
+    creates = [r for r in seen.of_type("command:local:Command") if "kind create cluster" in r.inputs["create"]]
+    assert len(creates) == 3
+    assert all("kindest/node:v1.34.3@sha256:" in r.inputs["create"] for r in creates)
+
+
+def test_demo_installs_the_serving_stack_on_each_workload_cluster(demo):
+    seen = demo.seen
+    expected = {"mp-cert-manager", "mp-gateway-helm", "mp-ai-gateway-crds-helm", "mp-ai-gateway-helm",
+                "mp-kube-prometheus-stack", "mp-lws", "mp-node-feature-discovery", "mp-dra-example-driver", "metallb"}
+    for cluster in ("gpu-eu-west", "gpu-us-east"):
+        releases = [r for r in seen.of_type(RELEASE) if seen.provider_of(r) == cluster]
+        assert {r.inputs["name"] for r in releases} == expected
+        stack = seen.named("modelplane:index:ServingStack", cluster)
+        assert seen.by_urn[stack.parent].type == "modelplane:index:InferenceCluster"
+        assert all(r.parent == stack.urn for r in releases)
+        crds = seen.named("kubernetes:yaml/v2:ConfigFile", f"{cluster}/inference-extension-crds")
+        assert crds.inputs["file"].endswith("/v1.0.1/manifests.yaml")
+        # Envoy Gateway's extension manager needs the InferencePool CRD first.
+        envoy = next(r for r in releases if r.inputs["name"] == "mp-gateway-helm")
+        assert crds.urn in envoy.dependencies
+        # MetalLB on kind hands out addresses inside the kind network, one range per cluster.
+        pool = seen.named("kubernetes:metallb.io/v1beta1:IPAddressPool", f"{cluster}/metallb-system/modelplane")
+        assert pool.inputs["spec"]["addresses"][0].startswith("172.18.255.")
+    pools = [r.inputs["spec"]["addresses"][0] for r in seen.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")]
+    assert len(pools) == len(set(pools)) == 3
+
+
+def test_demo_replicas_have_their_workloads_and_claim_templates_on_their_cluster(demo):
+    seen = demo.seen
+    placed = {f"{r.key.namespace}/{r.name}": r.cluster for r in demo.result.replicas()}
+    assert placed == {"ml-team/mock-demo-be445": "gpu-eu-west", "ml-team/mock-demo-49b71": "gpu-us-east"}
+    for name, cluster in placed.items():
+        component = seen.named("modelplane:index:ModelReplica", name)
+        kinds = Counter(r.type for r in seen.children(component))
+        assert kinds["kubernetes:apps/v1:Deployment"] == 2  # the engine and its endpoint picker
+        assert kinds["kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"] == 1
+        assert kinds["kubernetes:inference.networking.k8s.io/v1:InferencePool"] == 1
+        assert kinds["kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"] == 1
+        assert {seen.provider_of(r) for r in seen.children(component)} == {cluster}
+        # Replica workloads wait for the serving stack (CRDs, LWS, the DRA driver).
+        engine = seen.engine_of(name)
+        releases = {seen.by_urn[u].inputs.get("name") for u in engine.dependencies if seen.by_urn[u].type == RELEASE}
+        assert {"mp-lws", "mp-dra-example-driver", "mp-gateway-helm"} <= releases
+        [claim] = [r for r in seen.children(component) if r.type.endswith(":ResourceClaimTemplate")]
+        assert claim.urn in engine.dependencies
+        claim_name = claim.inputs["metadata"]["name"]
+        pod = engine.inputs["spec"]["template"]["spec"]
+        assert [c["resourceClaimTemplateName"] for c in pod["resourceClaims"]] == [claim_name]
+
+
+def test_demo_front_door_routes_to_ready_replicas_only(demo):
+    seen = demo.seen
+    gateway = seen.named("modelplane:index:InferenceGateway", "control")
+    releases = {r.inputs["name"] for r in seen.of_type(RELEASE) if seen.provider_of(r) == "control"}
+    assert releases == {"traefik", "metallb"}
+    route = seen.named("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", "control/ml-team/mock")
+    refs = route.inputs["spec"]["rules"][0]["backendRefs"]
+    assert [(b["name"], b["weight"]) for b in refs] == [("mock-demo-49b71", 1), ("mock-demo-be445", 1)]
+    for name, cluster in (("mock-demo-be445", "gpu-eu-west"), ("mock-demo-49b71", "gpu-us-east")):
+        endpoint = seen.named("modelplane:index:ModelEndpoint", f"ml-team/{name}")
+        slice_ = seen.named("kubernetes:discovery.k8s.io/v1:EndpointSlice", f"control/ml-team/{name}")
+        assert slice_.parent == endpoint.urn and seen.provider_of(slice_) == "control"
+        # The workload gateway's real address (not the render placeholder), as an IPv4 slice.
+        assert slice_.inputs["addressType"] == "IPv4"
+        assert slice_.inputs["endpoints"][0]["addresses"] == ["172.18.255.200"]
+        # Created only after the replica's engine Deployment is ready...
+        assert seen.engine_of(f"ml-team/{name}").urn in slice_.dependencies
+        # ...and the route only after the endpoint.
+        service = seen.named("kubernetes:core/v1:Service", f"control/ml-team/{name}")
+        assert service.urn in route.dependencies
+    assert gateway in seen.ancestors(seen.named(PROVIDER, "control"))
+
+
+def test_every_resource_belongs_to_a_modelplane_component(demo):
+    seen = demo.seen
+    assert {r.type for r in seen.all if not r.custom} >= {
+        "modelplane:index:InferenceCluster", "modelplane:index:ServingStack", "modelplane:index:InferenceGateway",
+        "modelplane:index:ModelReplica", "modelplane:index:ModelEndpoint", "modelplane:index:ModelService"}
+    for registration in seen.all:
+        if registration.type.startswith("modelplane:index:") or registration.type == "pulumi:pulumi:StackReference":
+            continue
+        assert any(a.type.startswith("modelplane:index:") for a in seen.ancestors(registration)), registration.name
+        if registration.type.startswith("kubernetes:") and registration.custom:
+            assert registration.provider is not None, registration.name  # never the ambient kubeconfig
+
+
+def test_demo_outputs_placement_status_and_urls(demo):
+    out = demo.outputs
+    assert out["placement"] == demo.result.document_data()
+    assert out["deployments"]["ml-team/mock-demo"]["conditions"][0]["message"] == "Scheduled 2 of 2 replicas"
+    assert out["gatewayAddress"] == "172.18.255.193"
+    assert out["services"] == {"ml-team/mock": "http://172.18.255.193/ml-team/mock"}
+
+
+def replica_components(seen: Registered) -> list[str]:
+    return sorted(r.name for r in seen.of_type("modelplane:index:ModelReplica"))
+
+
+def test_second_run_keeps_every_replica_and_its_resources(repo, monitor, mocks):
+    config = stack_config(repo, "demo")
+    first = deploy(monitor, mocks, config)
+    again = deploy(monitor, mocks, config, previous=first.result)
+    assert {r.status for r in again.result.replicas()} == {"retained"}
+    assert replica_components(again.seen) == replica_components(first.seen) == [
+        "ml-team/mock-demo-49b71", "ml-team/mock-demo-be445"]
+    assert sorted((r.type, r.name) for r in again.seen.all) == sorted((r.type, r.name) for r in first.seen.all)
+
+
+def test_a_drained_replica_is_replaced_and_the_route_waits_for_the_replacement(repo, monitor, mocks):
+    config = stack_config(repo, "demo")
+    config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = 1
+    first = deploy(monitor, mocks, config)
+    [before] = first.result.replicas()
+    assert before.cluster == "gpu-eu-west"
+    config["inferenceClusters"]["gpu-eu-west"]["taints"] = [{"key": "modelplane.ai/drain", "effect": "NoExecute"}]
+    after = deploy(monitor, mocks, config, previous=first.result)
+    [moved] = after.result.replicas()
+    assert moved.cluster == "gpu-us-east" and moved.name != before.name
+    seen = after.seen
+    # The old replica is no longer in the program: the engine deletes it at the end of the update,
+    # after the route below has moved to the replacement.
+    assert replica_components(seen) == [f"ml-team/{moved.name}"]
+    route = seen.named("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", "control/ml-team/mock")
+    assert [b["name"] for b in route.inputs["spec"]["rules"][0]["backendRefs"]] == [moved.name]
+    engine = seen.engine_of(f"ml-team/{moved.name}")
+    slice_ = seen.named("kubernetes:discovery.k8s.io/v1:EndpointSlice", f"control/ml-team/{moved.name}")
+    assert engine.urn in slice_.dependencies
+    assert seen.named("kubernetes:core/v1:Service", f"control/ml-team/{moved.name}").urn in route.dependencies
+
+
+def test_bad_config_registers_nothing(repo, monitor):
+    config = stack_config(repo, "demo")
+    config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = -1
+    set_stack_config(config)
+    with pytest.raises(pulumi.RunError, match="nothing was changed"):
+        program.run()
+    assert monitor.registrations == []
+
+
+def kubernetes_objects(seen: Registered) -> dict[str, list[dict]]:
+    """Every Kubernetes object the program applies, as the provider receives it, per cluster."""
+    skip = (RELEASE, "kubernetes:yaml/v2:ConfigFile")
+    objects: dict[str, list[dict]] = {}
+    for r in seen.all:
+        if r.custom and r.type.startswith("kubernetes:") and r.type not in skip:
+            obj = integral_floats_to_int({key: value for key, value in r.inputs.items() if value is not None})
+            objects.setdefault(r.provider_name, []).append(obj)
+    return objects
+
+
+@pytest.mark.parametrize("stack", ["demo"])
+def test_every_applied_object_is_valid_against_the_real_schemas(repo, monitor, mocks, stack):
+    deployed = deploy(monitor, mocks, stack_config(repo, stack))
+    per_cluster = kubernetes_objects(deployed.seen)
+    assert sorted(per_cluster) == ["control", "gpu-eu-west", "gpu-us-east"]
+    for objects in per_cluster.values():
+        assert_valid(objects)
