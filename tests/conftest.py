@@ -16,6 +16,8 @@ import pytest
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.sync_await import _sync_await
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,10 +49,37 @@ class Registration:
         return self.provider.split("::")[3] if self.provider else None
 
 
+def _plain(value: Any) -> Any:
+    """A wire value as plain data: secrets unwrapped, resource references as their URN.
+
+    (The SDK's own deserializer would rehydrate resource references as new resources, registering
+    lookups from the monitor's thread.)
+    """
+    if isinstance(value, dict):
+        sig = value.get(rpc._special_sig_key)
+        if sig == rpc._special_secret_sig:
+            return _plain(value.get("value"))
+        if sig == rpc._special_resource_sig:
+            return value.get("urn")
+        if sig == rpc._special_output_value_sig:
+            return _plain(value.get("value"))
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if value == rpc.UNKNOWN:
+        return None
+    return value
+
+
+def _holds_secret(value: Any) -> bool:
+    if isinstance(value, dict):
+        return value.get(rpc._special_sig_key) == rpc._special_secret_sig or any(map(_holds_secret, value.values()))
+    return isinstance(value, list) and any(map(_holds_secret, value))
+
+
 def _secret_keys(struct) -> set[str]:
-    raw = json_format.MessageToDict(struct)
-    return {key for key, value in raw.items()
-            if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig}
+    """Top-level inputs that are, or contain, a secret."""
+    return {key for key, value in json_format.MessageToDict(struct).items() if _holds_secret(value)}
 
 
 # Outputs a real provider would compute, by resource type: inputs -> extra outputs.
@@ -106,20 +135,34 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, recording each registration, and never rehydrating resource references.
+
+    The SDK's own RegisterResource deserializes inputs with resource references (e.g. an EKS node
+    group's `cluster`) into new resource lookups on the monitor's thread and event loop, which
+    the next program run then awaits from another loop. Plain data with URNs is all mocks need.
+    """
+
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
         self.registrations: list[Registration] = []
 
     def RegisterResource(self, request):
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            pulumi_mocks._ensure_event_loop()
-            self.registrations.append(Registration(
-                urn=response.urn, type=request.type, name=request.name,
-                inputs=rpc.deserialize_properties(request.object), parent=request.parent or None,
-                provider=request.provider or None, dependencies=list(request.dependencies),
-                custom=bool(request.custom), secret_inputs=_secret_keys(request.object)))
-        return response
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type == "pulumi:pulumi:Stack":
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        pulumi_mocks._ensure_event_loop()
+        inputs = _plain(json_format.MessageToDict(request.object))
+        args = pulumi.runtime.MockResourceArgs(typ=request.type, name=request.name, inputs=inputs,
+                                               provider=request.provider, resource_id=request.importId,
+                                               custom=request.custom or False)
+        id_, state = self.mocks.new_resource(args)
+        response_object = _sync_await(rpc.serialize_properties(state, {}))
+        self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, id_, state)
+        self.registrations.append(Registration(
+            urn=urn, type=request.type, name=request.name, inputs=inputs, parent=request.parent or None,
+            provider=request.provider or None, dependencies=list(request.dependencies),
+            custom=bool(request.custom), secret_inputs=_secret_keys(request.object)))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=response_object)
 
 
 MOCKS = RecordingMocks()

@@ -14,6 +14,7 @@ import pytest
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.sync_await import _sync_await
 
+from conftest import MOCKS, MONITOR, REPO
 from k8s_validation import assert_valid, integral_floats_to_int
 from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import program
@@ -107,9 +108,9 @@ class Registered:
 
 # --- demo ------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def demo(repo, monitor, mocks) -> Deployed:
-    return deploy(monitor, mocks, stack_config(repo, "demo"))
+@pytest.fixture(scope="module")
+def demo() -> Deployed:
+    return deploy(MONITOR, MOCKS, stack_config(REPO, "demo"))
 
 
 def test_demo_has_a_provider_per_cluster_and_every_kubeconfig_is_secret(demo):
@@ -142,6 +143,11 @@ def test_demo_installs_the_serving_stack_on_each_workload_cluster(demo):
         # MetalLB on kind hands out addresses inside the kind network, one range per cluster.
         pool = seen.named("kubernetes:metallb.io/v1beta1:IPAddressPool", f"{cluster}/metallb-system/modelplane")
         assert pool.inputs["spec"]["addresses"][0].startswith("172.18.255.")
+        # MetalLB's speaker is admitted only in its privileged namespace.
+        namespace = seen.named("kubernetes:core/v1:Namespace", f"{cluster}/metallb-system")
+        metallb = next(r for r in releases if r.inputs["name"] == "metallb")
+        assert namespace.urn in metallb.dependencies
+        assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     pools = [r.inputs["spec"]["addresses"][0] for r in seen.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")]
     assert len(pools) == len(set(pools)) == 3
 
@@ -275,4 +281,73 @@ def test_every_applied_object_is_valid_against_the_real_schemas(repo, monitor, m
     per_cluster = kubernetes_objects(deployed.seen)
     assert sorted(per_cluster) == ["control", "gpu-eu-west", "gpu-us-east"]
     for objects in per_cluster.values():
+        assert_valid(objects)
+
+
+# --- cloud -----------------------------------------------------------------------------------------
+
+SAAS_KEY = "sk-together-test-key"
+
+
+@pytest.fixture(scope="module")
+def cloud() -> Deployed:
+    config = stack_config(REPO, "cloud")
+    config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": SAAS_KEY}
+    return deploy(MONITOR, MOCKS, config)
+
+
+def test_cloud_has_a_provider_per_cluster_fed_by_its_cloud(cloud):
+    seen = cloud.seen
+    providers = {r.name: r for r in seen.of_type(PROVIDER)}
+    assert sorted(providers) == ["aws-us-east", "azure-eu-west", "front-door", "gcp-us-central"]
+    for provider in providers.values():
+        assert "kubeconfig" in provider.secret_inputs, provider.name
+    clouds = {r.type.split(":")[0] for r in seen.all} - {"kubernetes", "pulumi", "modelplane"}
+    assert {"aws", "eks", "gcp", "azure-native"} <= clouds
+
+
+def test_cloud_gpu_clusters_get_the_nvidia_driver_and_no_fake_gpus(cloud):
+    seen = cloud.seen
+    for cluster in ("aws-us-east", "gcp-us-central", "azure-eu-west"):
+        releases = {r.inputs["name"]: r for r in seen.of_type(RELEASE) if seen.provider_of(r) == cluster}
+        assert "mp-dra-driver-nvidia-gpu" in releases and "mp-dra-example-driver" not in releases
+        assert "metallb" not in releases  # clouds have load balancers
+        # The driver's system-node-critical pods are admitted only once the quota allows them.
+        quota = seen.named("kubernetes:core/v1:ResourceQuota", f"{cluster}/dra-driver-nvidia-gpu/allow-critical-pods")
+        assert quota.urn in releases["mp-dra-driver-nvidia-gpu"].dependencies
+    gke = next(r for r in seen.of_type(RELEASE)
+               if seen.provider_of(r) == "gcp-us-central" and r.inputs["name"] == "mp-dra-driver-nvidia-gpu")
+    assert gke.inputs["values"]["nvidiaDriverRoot"] == "/home/kubernetes/bin/nvidia"
+
+
+def test_cloud_saas_key_reaches_the_front_door_only_as_a_secret(cloud):
+    seen = cloud.seen
+    [middleware] = seen.of_type("kubernetes:traefik.io/v1alpha1:Middleware")
+    assert middleware.provider_name == "front-door"
+    assert "spec" in middleware.secret_inputs
+    assert middleware.inputs["spec"]["headers"]["customRequestHeaders"] == {"Authorization": f"Bearer {SAAS_KEY}"}
+    for r in seen.all:
+        if r is not middleware:
+            assert SAAS_KEY not in json.dumps(r.inputs, default=str), r.name
+    assert SAAS_KEY not in json.dumps(cloud.outputs, default=str)
+
+
+def test_cloud_cache_is_staged_where_it_is_mounted(cloud):
+    seen = cloud.seen
+    caches = seen.of_type("modelplane:index:ModelCache")
+    assert [c.name for c in caches] == ["ml-team/qwen3-8b"]
+    pvcs = [r for r in seen.children(caches[0]) if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    assert pvcs
+    for pvc in pvcs:
+        replicas = [r for r in seen.of_type("modelplane:index:ModelReplica")
+                    if any(seen.provider_of(c) == seen.provider_of(pvc) for c in seen.children(r))]
+        for replica in replicas:
+            engine = seen.engine_of(replica.name)
+            volumes = engine.inputs["spec"]["template"]["spec"].get("volumes", [])
+            if any(v.get("persistentVolumeClaim", {}).get("claimName") == pvc.inputs["metadata"]["name"] for v in volumes):
+                assert pvc.urn in engine.dependencies
+
+
+def test_cloud_objects_are_valid_against_the_real_schemas(cloud):
+    for objects in kubernetes_objects(cloud.seen).values():
         assert_valid(objects)

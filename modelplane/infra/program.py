@@ -45,7 +45,8 @@ def previous_placement() -> pulumi.Output[Any]:
     and on a stack that was never deployed the output is simply missing.
     """
     own = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-    return pulumi.StackReference(own).get_output("placement")
+    # Not `get_output`: it fails when the reference reports no outputs at all rather than an empty map.
+    return pulumi.StackReference(own).outputs.apply(lambda outputs: (outputs or {}).get("placement"))
 
 
 def plan(fleet: Fleet, previous: Any) -> PlanResult:

@@ -44,10 +44,14 @@ class ModelEndpoint(pulumi.ComponentResource):
 
 
 def _known(address: str | None, endpoint: FrontDoorEndpoint) -> str:
-    if not address:  # the Gateway is awaited until it has one, so this means the cluster lost it
-        assert endpoint.replica is not None
-        raise ValueError(f"the inference-gateway on cluster '{endpoint.replica.cluster}' reports no address; "
-                         "check its load balancer (MetalLB on kind) and run `pulumi up` again")
+    """The Gateway is awaited until it has an address; without one, keep the placeholder and say so."""
+    assert endpoint.replica is not None
+    cluster = endpoint.replica.cluster
+    if not address:
+        pulumi.log.warn(f"the inference-gateway on cluster '{cluster}' reports no address yet; endpoint "
+                        f"{endpoint.namespace}/{endpoint.name} points at a placeholder until the next `pulumi up` "
+                        "(check the cluster's load balancer: MetalLB on kind)")
+        return gateway_address_placeholder(cluster)
     return address
 
 

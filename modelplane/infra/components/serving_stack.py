@@ -43,13 +43,17 @@ class ServingStack(pulumi.ComponentResource):
             lb_objects, lb_releases = metallb(METALLB_POOL_PLACEHOLDER)
             objects, releases = lb_objects + objects, lb_releases + releases
             replacements[METALLB_POOL_PLACEHOLDER] = metallb_pool
+        # Namespaces and quotas first: the charts' pods are admitted against them (the NVIDIA
+        # driver's critical pods need the quota; MetalLB's speaker a privileged namespace).
+        base = apply_objects(cluster, [o for o in objects if not _needs(o)], child, replacements=replacements)
         # Envoy Gateway's extension manager watches InferencePools: their CRD comes first.
-        installed = install_releases(cluster, releases, child, after={ENVOY_GATEWAY: [crds]})
-        objects = [with_annotations(o, GATEWAY_WAIT) if _is_workload_gateway(o) else o for o in objects]
-        applied = apply_objects(cluster, objects, child, replacements=replacements,
+        installed = install_releases(cluster, releases, child,
+                                     after={r.name: base + ([crds] if r.name == ENVOY_GATEWAY else []) for r in releases})
+        served = [with_annotations(o, GATEWAY_WAIT) if _is_workload_gateway(o) else o for o in objects if _needs(o)]
+        applied = apply_objects(cluster, served, child, replacements=replacements,
                                 depends_on=lambda obj: [installed[name] for name in _needs(obj)],
                                 read_back=lambda obj: ("status",) if _is_workload_gateway(obj) else ())
-        gateway = next(r for o, r in zip(objects, applied) if _is_workload_gateway(o))
+        gateway = next(r for o, r in zip(served, applied) if _is_workload_gateway(o))
         self.address: pulumi.Output[str] = gateway.status.apply(first_address)  # type: ignore[attr-defined]
         self.ready: list[pulumi.Resource] = [crds, *installed.values()]
         self.register_outputs({"address": self.address})
