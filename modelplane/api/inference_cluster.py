@@ -211,6 +211,9 @@ class InferenceCluster(ApiModel):
             rules.fail(["taints", i], f"taint {key}:{effect} is listed twice")
         for i, pool in enumerate(self.node_pools):
             at = ["nodePools", i]
+            if self.cluster.is_cloud or source == "Kind":
+                rules.check(pool.name != "system", at + ["name"],
+                            "'system' is the name of the non-GPU pool every provisioned cluster gets; choose another")
             if source == "AKS":
                 rules.check(bool(_AKS_POOL_NAME.match(pool.name)), at + ["name"],
                             f"'{pool.name}' is not a valid AKS agent pool name: 1-12 lower-case letters and digits, starting with a letter")

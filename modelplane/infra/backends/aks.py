@@ -1,0 +1,85 @@
+"""AKS: a resource group (or an existing one), a VNet with one node subnet, a cluster with Azure CNI
+overlay networking and a system pool, and one autoscaling agent pool per GPU pool with the NVIDIA
+driver installed by AKS. Azure Files CSI is built into AKS, so ModelCache needs only a StorageClass.
+"""
+from __future__ import annotations
+
+import base64
+
+import pulumi
+from pulumi_azure_native import containerservice, network, resources
+
+from ...render.cache import CLOUD_STORAGE_CLASSES
+from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
+
+SYSTEM_VM_SIZE = "Standard_D4s_v5"
+SYSTEM_DISK_GB = 100
+# Overlay: pods get addresses outside the VNet, so only nodes use the subnet.
+NETWORK_PROFILE = {"network_plugin": "azure", "network_plugin_mode": "overlay", "pod_cidr": "10.244.0.0/16",
+                   "service_cidr": "10.96.0.0/16", "dns_service_ip": "10.96.0.10"}
+# World-writable SMB mounts: the hydrate Job and the engines run as different users.
+AZURE_FILES_MOUNT_OPTIONS = ["dir_mode=0777", "file_mode=0777", "uid=0", "gid=0", "mfsymlinks", "cache=strict",
+                             "actimeo=30", "nosharesock"]
+
+
+def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess:
+    block, name = request.block(), request.name
+    opts = pulumi.ResourceOptions(parent=parent)
+    if block.resource_group_name:  # an existing group: used, never created nor deleted
+        group = pulumi.Output.from_input(block.resource_group_name)
+    else:
+        group = resources.ResourceGroup(f"{name}-rg", location=block.location, opts=opts).name
+
+    vnet = network.VirtualNetwork(f"{name}-vnet", resource_group_name=group, location=block.location,
+                                  address_space={"address_prefixes": [block.networking.vnet_cidr]}, opts=opts)
+    subnet = network.Subnet(f"{name}-nodes", resource_group_name=group, virtual_network_name=vnet.name,
+                            address_prefix=block.networking.subnet_cidr, opts=opts)
+    cluster = containerservice.ManagedCluster(
+        f"{name}-aks", resource_group_name=group, location=block.location, dns_prefix=name,
+        kubernetes_version=block.kubernetes_version, identity={"type": "SystemAssigned"},
+        network_profile=NETWORK_PROFILE,
+        agent_pool_profiles=[{
+            "name": SYSTEM_POOL, "mode": "System", "vm_size": SYSTEM_VM_SIZE, "os_type": "Linux",
+            "os_disk_size_gb": SYSTEM_DISK_GB, "type": "VirtualMachineScaleSets", "vnet_subnet_id": subnet.id,
+            "count": 1, "enable_auto_scaling": True, "min_count": 1, "max_count": 2,
+            "node_labels": {POOL_LABEL: SYSTEM_POOL}}],
+        # count is only the seed; the cluster autoscaler owns it afterwards
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["agentPoolProfiles[0].count"]))
+    gpu = [_agent_pool(request, pool, group, cluster, subnet, parent) for pool in request.pools]
+
+    credentials = containerservice.list_managed_cluster_user_credentials_output(
+        resource_group_name=group, resource_name=cluster.name)
+    kubeconfig = credentials.kubeconfigs[0].value.apply(lambda encoded: base64.b64decode(encoded).decode())
+    return ClusterAccess(kubeconfig=pulumi.Output.secret(kubeconfig), ready=[cluster, *gpu])
+
+
+def cluster_objects(request: ClusterRequest, access: ClusterAccess) -> list[dict]:
+    """Objects to apply through the cluster's provider once it exists: the Azure Files StorageClass."""
+    if not request.pools:  # only clusters that run replicas stage model caches
+        return []
+    return [{
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": CLOUD_STORAGE_CLASSES["AKS"]},
+        "provisioner": "file.csi.azure.com",
+        "parameters": {"skuName": "Premium_LRS"},
+        "mountOptions": AZURE_FILES_MOUNT_OPTIONS,
+        "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
+    }]
+
+
+def _agent_pool(request: ClusterRequest, pool: GpuPool, group: pulumi.Input[str],
+                cluster: containerservice.ManagedCluster, subnet: network.Subnet,
+                parent: pulumi.Resource) -> containerservice.AgentPool:
+    spec = pool.inference_class.provisioning.block()
+    if pool.pool.fabric_type == "InfiniBand":
+        pulumi.log.warn(f"cluster {request.name}: pool {pool.name} asks for InfiniBand; the NVIDIA network operator "
+                        "that exposes it is not installed, so its nodes use Ethernet only", parent)
+    return containerservice.AgentPool(
+        f"{request.name}-{pool.name}", agent_pool_name=pool.name, resource_group_name=group,
+        resource_name_=cluster.name, mode="User", vm_size=spec.vm_size, os_type="Linux",
+        os_disk_size_gb=spec.disk_size_gb, type="VirtualMachineScaleSets", vnet_subnet_id=subnet.id,
+        availability_zones=pool.pool.zones or None, gpu_profile={"driver": "Install"},
+        count=pool.pool.node_count, enable_auto_scaling=True, min_count=pool.min_nodes, max_count=pool.max_nodes,
+        node_labels=pool.labels(), node_taints=[f"{GPU_TAINT_KEY}={GPU_TAINT_VALUE}:NoSchedule"],
+        # count is only the seed; the cluster autoscaler owns it afterwards
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"]))
