@@ -5,12 +5,15 @@ Exit codes: 0 success, 2 invalid input (every problem listed, no traceback).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
+import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import views
+from . import runbook, views
 from .api import ConfigError, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
 from .devices import selector_problem
@@ -43,7 +46,27 @@ def build_parser() -> argparse.ArgumentParser:
     _stack_source(render)
     render.add_argument("--previous", type=Path, metavar="FILE")
     render.add_argument("--out", type=Path, required=True, metavar="DIR", help="one folder per cluster is written here")
+    scale = commands.add_parser("scale", help="set a deployment's replicas in the stack file")
+    scale.add_argument("deployment", metavar="NAMESPACE/DEPLOYMENT")
+    scale.add_argument("--replicas", type=int, required=True, metavar="N")
+    _edit_options(scale)
+    drain = commands.add_parser("drain", help="taint a cluster in the stack file: no new replicas (NoSchedule), "
+                                              "or move its replicas away (NoExecute)")
+    drain.add_argument("cluster", metavar="CLUSTER")
+    drain.add_argument("--effect", choices=runbook.EFFECTS, default="NoSchedule")
+    drain.add_argument("--key", default=runbook.DRAIN_KEY, help=f"the taint key (default {runbook.DRAIN_KEY})")
+    _edit_options(drain)
+    undrain = commands.add_parser("undrain", help="remove a cluster's drain taint from the stack file")
+    undrain.add_argument("cluster", metavar="CLUSTER")
+    undrain.add_argument("--key", default=runbook.DRAIN_KEY, help=f"the taint key (default {runbook.DRAIN_KEY})")
+    _edit_options(undrain)
     return parser
+
+
+def _edit_options(parser: argparse.ArgumentParser) -> None:
+    _stack_source(parser)
+    parser.add_argument("--previous", type=Path, metavar="FILE",
+                        help="the last placement: the new plan is shown against it")
 
 
 def resolve_stack_file(stack: str | None, config: Path | None) -> Path:
@@ -56,7 +79,11 @@ def resolve_stack_file(stack: str | None, config: Path | None) -> Path:
 
 
 def load(stack: str | None, config: Path | None) -> tuple[StackFile, Fleet]:
-    stack_file = read_stack_file(resolve_stack_file(stack, config))
+    return load_file(resolve_stack_file(stack, config))
+
+
+def load_file(path: Path) -> tuple[StackFile, Fleet]:
+    stack_file = read_stack_file(path)
     issues = list(stack_file.issues)
     fleet = None
     try:
@@ -135,11 +162,75 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_scale(args: argparse.Namespace) -> int:
+    return _edit_stack(args, lambda text: runbook.scale(text, args.deployment, args.replicas))
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    return _edit_stack(args, lambda text: runbook.drain(text, args.cluster, args.effect, args.key))
+
+
+def cmd_undrain(args: argparse.Namespace) -> int:
+    return _edit_stack(args, lambda text: runbook.undrain(text, args.cluster, args.key))
+
+
+def _edit_stack(args: argparse.Namespace, make_edit) -> int:
+    """Edit the stack file in place: validated like `validate` before it is written, atomically."""
+    path = resolve_stack_file(args.stack, args.config)
+    original = read_stack_file(path)  # a missing file or broken YAML stops here
+    previous = load_previous(args.previous)  # so does a bad --previous: nothing is written
+    text = runbook.read_text(path)
+    try:
+        edit = make_edit(text)
+    except ConfigError as error:
+        error.stack_file = original
+        raise
+    if not edit.changed:
+        print(f"{_shown(path)}: {edit.note}; nothing changed")
+        return EXIT_OK
+    try:
+        stack_file, fleet = runbook.write_atomically(path, edit.text, text, load_file)
+    except ConfigError as error:
+        error.stack_file = original  # the file is untouched: point at its lines
+        error.unchanged = True
+        raise
+    stack_file = dataclasses.replace(stack_file, path=path)
+    for warning in fleet.warnings:
+        print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
+    stack = args.stack or _stack_name(path)
+    flags = [f"--stack {shlex.quote(stack)}"] + ([] if args.stack else [f"--config-file {shlex.quote(str(path))}"])
+    print(f"edited {_shown(path)}:")
+    for change in edit.changes:
+        print(f"  {change}")
+    print("the same edit with the Pulumi CLI:")
+    for command in edit.commands:
+        words = command.words()
+        print(f"  pulumi config {words[0]} {' '.join(flags)} {words[1]} '{words[2]}'"
+              + "".join(f" {shlex.quote(w)}" for w in words[3:]))
+    result = schedule(fleet, previous)
+    target = args.deployment if args.command == "scale" else args.cluster
+    print(f"plan against {_shown(args.previous)}:" if args.previous else
+          "plan as a first deployment (no --previous placement given):")
+    for line in runbook.plan_lines(result, previous, args.command, target):
+        print(f"  {line}")
+    source = f"--stack {shlex.quote(args.stack)}" if args.stack else f"--config {shlex.quote(_shown(path))}"
+    placement = shlex.quote(_shown(args.previous)) if args.previous else "<placement.json>"
+    print(f"next: pulumi up {' '.join(flags)}  "
+          f"(to preview the placement offline: modelplane plan {source} --previous {placement})")
+    return EXIT_OK
+
+
+def _stack_name(path: Path) -> str:
+    match = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", path.name)
+    return match.group(1) if match else "<stack>"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        commands = {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain, "render": cmd_render}
+        commands = {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain, "render": cmd_render,
+                    "scale": cmd_scale, "drain": cmd_drain, "undrain": cmd_undrain}
         return commands[args.command](args)
     except ConfigError as error:
         stack_file = getattr(error, "stack_file", None)
@@ -148,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {len(error.issues)} {noun}{where}:", file=sys.stderr)
         for issue in error.issues:
             print(f"  {_located(stack_file, issue)}", file=sys.stderr)
+        if getattr(error, "unchanged", False):
+            print(f"nothing written: the edit would make the stack invalid; {_shown(stack_file.path)} is unchanged",
+                  file=sys.stderr)
         return EXIT_INVALID
     except ModelplaneError as error:
         print(f"error: {error}", file=sys.stderr)

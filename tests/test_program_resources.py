@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pytest
+import yaml
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.sync_await import _sync_await
 
@@ -123,6 +124,15 @@ def test_demo_has_a_provider_per_cluster_and_every_kubeconfig_is_secret(demo):
     creates = [r for r in seen.of_type("command:local:Command") if "kind create cluster" in r.inputs["create"]]
     assert len(creates) == 3
     assert all("kindest/node:v1.34.3@sha256:" in r.inputs["create"] for r in creates)
+    # Pool nodes carry the label replicas select (without it engine pods stay Pending forever).
+    configs = {r.name: yaml.safe_load(r.inputs["stdin"]) for r in creates}
+    for cluster in ("gpu-eu-west", "gpu-us-east"):
+        labels = [node.get("labels", {}) for node in configs[f"{cluster}-kind"]["nodes"]]
+        assert {"modelplane.ai/pool": cluster} in [{k: v for k, v in lab.items() if k == "modelplane.ai/pool"}
+                                                    for lab in labels]
+    assert [n["role"] for n in configs["control-kind"]["nodes"]] == ["control-plane"]
+    # The front door lives on the control cluster.
+    assert seen.provider_of(seen.named(RELEASE, "control/traefik")) == "control"
 
 
 def test_demo_installs_the_serving_stack_on_each_workload_cluster(demo):

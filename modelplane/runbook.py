@@ -1,0 +1,550 @@
+"""Runbook edits of a stack file: scale a deployment, drain or undrain a cluster.
+
+Each edit takes the stack file's text and returns the new text, changed only where the value
+changes. ruamel.yaml composes the document (every node knows its exact start and end in the text)
+and the edit is spliced in at those marks; new fragments are rendered by ruamel's emitter. The rest
+of the file is never re-emitted: a full round-trip dump would re-wrap multi-line flow collections
+(the `cloud` stack's node pools and engine args), and the only diff must be the changed value.
+Every edit is then checked: the new text must load to the old data with exactly that change.
+
+The edits are pure (text in, text out) and raise ConfigError / ModelplaneError; `write_atomically`
+is the one function here that touches the disk.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import io
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, TypeVar
+
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError as RuamelError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
+
+from .api.errors import CONFIG_NAMESPACE, ConfigError, ConfigIssue, ModelplaneError, PathPart, StackFileError, format_path
+from .scheduling import PlacementDocument, PlanResult
+
+DRAIN_KEY = "modelplane.ai/drain"
+EFFECTS = ("NoSchedule", "NoExecute")
+Effect = Literal["NoSchedule", "NoExecute"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changed value: its config path (without the `modelplane:` prefix), old and new (None: absent)."""
+
+    path: tuple[PathPart, ...]
+    old: Any
+    new: Any
+
+    def __str__(self) -> str:
+        old = "(none)" if self.old is None else render(self.old)
+        new = "(removed)" if self.new is None else render(self.new)
+        return f"{format_path(self.path)}: {old} -> {new}"
+
+
+@dataclass(frozen=True)
+class PulumiCommand:
+    """The same edit as a `pulumi config set|rm --path` command (the stack flag is added by the caller)."""
+
+    verb: Literal["set", "rm"]
+    path: tuple[PathPart, ...]
+    value: Any = None
+
+    def words(self) -> list[str]:
+        words = [self.verb, "--path", format_path(self.path)]
+        return words + ([str(self.value)] if self.verb == "set" else [])
+
+
+@dataclass(frozen=True)
+class Edit:
+    text: str  # the new stack file text (the old text when nothing changed)
+    changes: tuple[Change, ...] = ()
+    commands: tuple[PulumiCommand, ...] = ()
+    note: str = ""  # why nothing changed
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+# --- the three runbook edits -------------------------------------------------------------------
+
+def scale(text: str, target: str, replicas: int) -> Edit:
+    """Set `modelDeployments.<namespace>.<name>.replicas` (target: NAMESPACE/NAME)."""
+    doc = _Document(text)
+    namespace, name, node = doc.deployment(target)
+    path = ("modelDeployments", namespace, name, "replicas")
+    old = doc.plain_at(path)
+    if old == replicas and type(old) is int:
+        return Edit(text, note=f"{namespace}/{name} already has replicas: {replicas}")
+    current = _entry(node, "replicas")
+    if current is not None and isinstance(current[1], ScalarNode) and not _is_null(current[1]):
+        splices = [_replace_scalar(current[1], replicas)]
+    else:
+        splices = [doc.add_key(node, "replicas", replicas)]
+    new_text = doc.checked(splices, path, replicas)
+    return Edit(new_text, (Change(path, old, replicas),), (PulumiCommand("set", path, replicas),))
+
+
+def drain(text: str, cluster: str, effect: Effect = "NoSchedule", key: str = DRAIN_KEY) -> Edit:
+    """Taint `inferenceClusters.<cluster>` with `key:effect`; a taint with that key gets the new effect."""
+    if effect not in EFFECTS:
+        raise ModelplaneError(f"effect must be one of {', '.join(EFFECTS)} (got {effect!r})")
+    doc = _Document(text)
+    node = doc.cluster(cluster)
+    base = ("inferenceClusters", cluster, "taints")
+    taints_entry = _entry(node, "taints")
+    taint = {"key": key, "effect": effect}
+    if taints_entry is None:
+        new_text = doc.checked([doc.add_key(node, "taints", [taint])], base, [taint])
+        return Edit(new_text, (Change(base, None, [taint]),),
+                    (PulumiCommand("set", base + (0, "key"), key), PulumiCommand("set", base + (0, "effect"), effect)))
+    items, plain = doc.taints(base, taints_entry[1])
+    matching = [i for i, t in enumerate(plain) if isinstance(t, dict) and t.get("key") == key]
+    for i in matching:
+        if plain[i].get("effect") == effect:
+            return Edit(text, note=f"{cluster} is already drained: {format_path(base + (i,))} is {key}:{effect}")
+    if matching:
+        i = matching[0]
+        item = items.value[i]
+        if not isinstance(item, MappingNode):
+            raise ConfigError([ConfigIssue(base + (i,), "must be a mapping with key and effect; fix it, then run again")])
+        old_effect = _entry(item, "effect")
+        if old_effect is not None and isinstance(old_effect[1], ScalarNode) and not _is_null(old_effect[1]):
+            splice = _replace_scalar(old_effect[1], effect)
+        else:
+            splice = doc.add_key(item, "effect", effect)
+        path = base + (i, "effect")
+        new_text = doc.checked([splice], path, effect)
+        return Edit(new_text, (Change(path, plain[i].get("effect"), effect),), (PulumiCommand("set", path, effect),))
+    index = len(plain)
+    path = base + (index,)
+    new_text = doc.checked([doc.append_item(items, taint)], base, plain + [taint])
+    return Edit(new_text, (Change(path, None, taint),),
+                (PulumiCommand("set", path + ("key",), key), PulumiCommand("set", path + ("effect",), effect)))
+
+
+def undrain(text: str, cluster: str, key: str = DRAIN_KEY) -> Edit:
+    """Remove every taint with `key` from `inferenceClusters.<cluster>`, and `taints` itself if it empties."""
+    doc = _Document(text)
+    node = doc.cluster(cluster)
+    base = ("inferenceClusters", cluster, "taints")
+    taints_entry = _entry(node, "taints")
+    if taints_entry is None:
+        return Edit(text, note=f"{cluster} is not drained (it has no taints)")
+    items, plain = doc.taints(base, taints_entry[1])
+    matching = [i for i, t in enumerate(plain) if isinstance(t, dict) and t.get("key") == key]
+    if not matching:
+        others = ", ".join(f"{t.get('key')}:{t.get('effect')}" for t in plain if isinstance(t, dict)) or "none"
+        return Edit(text, note=f"{cluster} is not drained (no taint {key}; its taints: {others})")
+    if len(matching) == len(plain):
+        new_text = doc.checked([doc.remove_key(node, taints_entry)], base, _REMOVED)
+        return Edit(new_text, (Change(base, plain, None),), (PulumiCommand("rm", base),))
+    new_text, remaining = text, list(plain)
+    for i in reversed(matching):  # one at a time, last first: each removal is checked on its own
+        doc = _Document(new_text)
+        del remaining[i]
+        new_text = doc.checked([doc.remove_item(doc.taints(base, _entry(doc.cluster(cluster), "taints")[1])[0], i)],
+                               base, list(remaining))
+    changes = tuple(Change(base + (i,), plain[i], None) for i in matching)
+    commands = tuple(PulumiCommand("rm", base + (i,)) for i in reversed(matching))  # last first: indexes hold
+    return Edit(new_text, changes, commands)
+
+
+def render(value: Any) -> str:
+    """A value as one line of flow YAML, read back the same by ruamel (YAML 1.2) and PyYAML (1.1)."""
+    return _flow(value)
+
+
+# --- the new plan, for what the edit touched ---------------------------------------------------
+
+def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, target: str) -> list[str]:
+    """The plan's lines for what the edit touched: the scaled deployment, or the cluster and its deployments."""
+    if command == "scale":
+        keys = [key for key in result.deployments if str(key) == target]
+    else:
+        before = {(r.namespace, r.deployment) for r in previous.replicas if r.cluster == target}
+        keys = [key for key, plan in result.deployments.items()
+                if (key.namespace, key.name) in before or plan.short
+                or any(r.cluster == target for r in plan.replicas)
+                or any(r.replica.cluster == target for r in plan.removed)]
+    lines = []
+    for key in keys:
+        plan = result.deployments[key]
+        condition = plan.conditions[0]
+        lines.append(f"{key}: {condition.message} ({condition.type}={condition.status} {condition.reason})")
+        lines += [f"  {r.name} on {r.cluster} ({r.status})" for r in plan.replicas]
+        lines += [f"  {r.replica.name} leaves {r.replica.cluster}: {r.reason.summary}" for r in plan.removed]
+        if plan.short:
+            lines.append(f"  {result.explain(key).summary}")
+    if command != "scale":
+        on_cluster = sum(r.cluster == target for r in result.replicas())
+        cluster = next(c for c in result.clusters if c.name == target)
+        pools = ", ".join(f"{p.name} {p.nodes - result.ledger.free[(cluster.name, p.name)]}/{p.nodes} nodes"
+                          for p in cluster.pools)
+        lines.append(f"{target}: {on_cluster} replica{'' if on_cluster == 1 else 's'}"
+                     + (f" ({pools})" if pools else ""))
+    return lines
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def read_text(path: Path) -> str:
+    """The file's exact text (line endings kept), for editing."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise StackFileError(f"stack file {path} does not exist") from None
+    except UnicodeDecodeError as error:
+        raise StackFileError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise StackFileError(f"cannot read stack file {path}: {error.strerror}") from None
+
+
+def write_atomically(path: Path, text: str, old_text: str, check: Callable[[Path], T]) -> T:
+    """Write `text` to a temporary file next to `path`, `check` it, then `os.replace` it over `path`.
+
+    If `check` raises (for example a ConfigError), or `path` no longer holds `old_text`, the
+    temporary file is removed and `path` is untouched. The file keeps its permissions; a symlink
+    keeps pointing at the edited file.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as error:
+        raise ModelplaneError(f"cannot write next to {path}: {error.strerror}; nothing changed") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, stat.S_IMODE(os.stat(target).st_mode))
+        result = check(Path(temp))
+        if read_text(target) != old_text:
+            raise ModelplaneError(f"{path} changed while it was being edited; nothing written, run the command again")
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+    return result
+
+
+# --- the document: navigation, splices, and the check --------------------------------------------
+
+_REMOVED = object()  # the expected value of a removed key
+
+
+@dataclass(frozen=True)
+class _Splice:
+    start: int
+    end: int
+    text: str
+
+
+class _Document:
+    def __init__(self, text: str):
+        self.text = text
+        self.newline = "\r\n" if "\r\n" in text else "\n"
+        try:
+            self.root = YAML().compose(text)
+        except RuamelError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise StackFileError(f"the stack file is not valid YAML{where}: {getattr(error, 'problem', error)}") from None
+        self.data = _plain(text)
+        self.config = None
+        if isinstance(self.root, MappingNode) and (found := _entry(self.root, "config")) is not None:
+            self.config = found[1] if isinstance(found[1], MappingNode) else None
+
+    # navigation
+
+    def section(self, kind: str) -> MappingNode | None:
+        found = _entry(self.config, f"{CONFIG_NAMESPACE}:{kind}") if self.config is not None else None
+        if found is None or _is_null(found[1]):
+            return None
+        if not isinstance(found[1], MappingNode):
+            raise ConfigError([ConfigIssue((kind,), "must be a mapping keyed by name; fix it (see `modelplane validate`), "
+                                                    "then run again")])
+        return found[1]
+
+    def deployment(self, target: str) -> tuple[str, str, MappingNode]:
+        section = self.section("modelDeployments")
+        known = {ns: _keys(names) for ns, names in _pairs(section)} if section is not None else {}
+        everything = sorted(f"{ns}/{name}" for ns, names in known.items() for name in names)
+        namespace, slash, name = target.partition("/")
+        if not slash or not namespace or not name or "/" in name:
+            close = [full for full in everything if full.split("/", 1)[1] == target]
+            close = close or difflib.get_close_matches(target, everything, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; ModelDeployments: {', '.join(everything) or 'none'}"
+            raise ModelplaneError(f"write the deployment as NAMESPACE/NAME (got {target!r}){hint}")
+        if section is None:
+            raise ConfigError([ConfigIssue(("modelDeployments",), "this stack has no ModelDeployments")])
+        namespaces = dict(_pairs(section))
+        if namespace not in namespaces:
+            raise ConfigError([ConfigIssue(("modelDeployments", namespace),
+                                           f"no ModelDeployments in namespace {namespace}"
+                                           + _did_you_mean(namespace, sorted(known), "namespaces"))])
+        names = dict(_pairs(namespaces[namespace]))
+        if name not in names:
+            raise ConfigError([ConfigIssue(("modelDeployments", namespace, name),
+                                           f"no ModelDeployment {namespace}/{name}"
+                                           + _did_you_mean(name, known[namespace], f"ModelDeployments in {namespace}"))])
+        node = names[name]
+        if not isinstance(node, MappingNode):
+            raise ConfigError([ConfigIssue(("modelDeployments", namespace, name),
+                                           "must be a mapping of fields; fix it (see `modelplane validate`), then run again")])
+        return namespace, name, node
+
+    def cluster(self, name: str) -> MappingNode:
+        section = self.section("inferenceClusters")
+        clusters = dict(_pairs(section)) if section is not None else {}
+        if name not in clusters:
+            raise ConfigError([ConfigIssue(("inferenceClusters", name), f"no InferenceCluster {name}"
+                                           + _did_you_mean(name, sorted(clusters), "InferenceClusters"))])
+        node = clusters[name]
+        if not isinstance(node, MappingNode):
+            raise ConfigError([ConfigIssue(("inferenceClusters", name),
+                                           "must be a mapping of fields; fix it (see `modelplane validate`), then run again")])
+        return node
+
+    def taints(self, path: tuple, node: Node) -> tuple[SequenceNode, list]:
+        plain = self.plain_at(path)
+        if not isinstance(node, SequenceNode) or not isinstance(plain, list) or len(plain) != len(node.value):
+            raise ConfigError([ConfigIssue(path, "must be a list of {key, effect} taints; fix it (or remove it), "
+                                                 "then run again")])
+        return node, plain
+
+    def plain_at(self, path: tuple) -> Any:
+        value = self.data.get("config") if isinstance(self.data, dict) else None
+        for part in (f"{CONFIG_NAMESPACE}:{path[0]}",) + tuple(path[1:]):
+            if isinstance(part, int):
+                value = value[part] if isinstance(value, list) and part < len(value) else None
+            elif isinstance(value, dict):
+                value = next((v for k, v in value.items() if str(k) == part), None)
+            else:
+                return None
+        return value
+
+    # splices
+
+    def add_key(self, mapping: MappingNode, key: str, value: Any) -> _Splice:
+        if mapping.flow_style:
+            last = mapping.value[-1][1] if mapping.value else None
+            return self._flow_insert(mapping, last, f"{_flow(key)}: {_flow(value)}")
+        indent = mapping.value[0][0].start_mark.column
+        if isinstance(value, list):
+            offset = next((o for o in (_sequence_offset(mapping), _sequence_offset(self.root)) if o is not None), 2)
+            lines = [" " * indent + f"{_flow(key)}:"]
+            lines += [" " * (indent + offset) + f"- {_flow(item)}" for item in value]
+        else:
+            lines = [" " * indent + f"{_flow(key)}: {_flow(value)}"]
+        return self._insert_lines(_content_end(mapping), lines)
+
+    def append_item(self, sequence: SequenceNode, value: Any) -> _Splice:
+        if sequence.flow_style:
+            return self._flow_insert(sequence, sequence.value[-1] if sequence.value else None, _flow(value))
+        column = sequence.start_mark.column
+        return self._insert_lines(_content_end(sequence), [" " * column + f"- {_flow(value)}"])
+
+    def remove_key(self, mapping: MappingNode, entry: tuple[Node, Node]) -> _Splice:
+        key, value = entry
+        if mapping.flow_style:
+            return self._flow_remove(mapping.value, mapping.value.index(entry), lambda pair: pair[0], lambda pair: pair[1])
+        return self._remove_lines(key.start_mark.index, _content_end(value), r"[ \t]*")
+
+    def remove_item(self, sequence: SequenceNode, index: int) -> _Splice:
+        if sequence.flow_style:
+            return self._flow_remove(sequence.value, index, lambda item: item, lambda item: item)
+        item = sequence.value[index]
+        return self._remove_lines(item.start_mark.index, _content_end(item), r"[ \t]*-[ \t]*")
+
+    def _insert_lines(self, after: int, lines: list[str]) -> _Splice:
+        at = _line_end(self.text, after)
+        block = self.newline.join(lines)
+        if at == len(self.text) and not self.text.endswith("\n"):
+            return _Splice(at, at, self.newline + block)  # keep the file without a final newline
+        return _Splice(at, at, block + self.newline)
+
+    def _remove_lines(self, start: int, content_end: int, prefix: str) -> _Splice:
+        line_start = self.text.rfind("\n", 0, start) + 1
+        if not re.fullmatch(prefix, self.text[line_start:start]):
+            raise _unsafe()
+        end = _line_end(self.text, content_end)
+        if end == len(self.text) and not self.text.endswith("\n") and line_start > 0:
+            line_start -= len(self.newline) if self.text[:line_start].endswith(self.newline) else 1
+        return _Splice(line_start, end, "")
+
+    def _flow_insert(self, collection: Node, last: Node | None, fragment: str) -> _Splice:
+        if last is None:  # empty: right after the opening bracket
+            at = collection.start_mark.index + 1
+            return _Splice(at, at, fragment)
+        at = _content_end(last)
+        return _Splice(at, at, f", {fragment}")
+
+    def _flow_remove(self, entries: list, index: int, first: Callable, last: Callable) -> _Splice:
+        if len(entries) == 1:
+            return _Splice(first(entries[0]).start_mark.index, _content_end(last(entries[0])), "")
+        if index > 0:  # from the end of the previous entry: drops the separating comma
+            return _Splice(_content_end(last(entries[index - 1])), _content_end(last(entries[index])), "")
+        return _Splice(first(entries[0]).start_mark.index, first(entries[1]).start_mark.index, "")
+
+    # the check
+
+    def checked(self, splices: list[_Splice], path: tuple, value: Any) -> str:
+        """Apply the splices; the new text must load to the old data with only `path` set to `value`."""
+        text = self.text
+        for splice in sorted(splices, key=lambda s: s.start, reverse=True):
+            text = text[:splice.start] + splice.text + text[splice.end:]
+        expected = copy.deepcopy(self.data)
+        parent = expected["config"]
+        parts = (f"{CONFIG_NAMESPACE}:{path[0]}",) + tuple(path[1:])
+        for part in parts[:-1]:
+            parent = parent[part] if isinstance(part, int) else parent[next(k for k in parent if str(k) == part)]
+        leaf = parts[-1]
+        if isinstance(leaf, str):
+            leaf = next((k for k in parent if str(k) == leaf), leaf)
+        if value is _REMOVED:
+            del parent[leaf]
+        elif isinstance(leaf, int) and leaf == len(parent):
+            parent.append(value)
+        else:
+            parent[leaf] = value
+        try:
+            actual = _plain(text)
+            YAML().compose(text)
+        except (yaml.YAMLError, RuamelError, StackFileError):
+            raise _unsafe() from None
+        if actual != expected:
+            raise _unsafe()
+        return text
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+def _unsafe() -> ModelplaneError:
+    return ModelplaneError("this stack file is laid out in a way the edit cannot change without touching other lines; "
+                           "nothing written: make the change by hand or with the `pulumi config` command")
+
+
+def _plain(text: str) -> Any:
+    """The data as the CLI's own reader (PyYAML) sees it."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise StackFileError(f"the stack file is not valid YAML: {error}") from None
+
+
+def _entry(mapping: Node | None, key: str) -> tuple[Node, Node] | None:
+    """The last (key node, value node) pair named `key` (YAML keeps the last of duplicates)."""
+    if not isinstance(mapping, MappingNode):
+        return None
+    found = None
+    for pair in mapping.value:
+        if isinstance(pair[0], ScalarNode) and pair[0].value == key:
+            found = pair
+    return found
+
+
+def _pairs(mapping: Node | None) -> list[tuple[str, Node]]:
+    if not isinstance(mapping, MappingNode):
+        return []
+    return [(k.value, v) for k, v in mapping.value if isinstance(k, ScalarNode) and k.value != "<<"]
+
+
+def _keys(mapping: Node) -> list[str]:
+    return sorted(k for k, _ in _pairs(mapping))
+
+
+def _did_you_mean(name: str, known: list[str], what: str) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return (f"; did you mean {close[0]}?" if close else "") + f" ({what}: {', '.join(known) or 'none'})"
+
+
+def _is_null(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.style is None and node.value in ("", "~", "null", "Null", "NULL")
+
+
+def _content_end(node: Node) -> int:
+    """Just past the node's last character (a block collection's end mark is at the next token)."""
+    if isinstance(node, ScalarNode) or node.flow_style or not node.value:
+        return node.end_mark.index
+    if isinstance(node, MappingNode):
+        key, value = node.value[-1]
+        return key.end_mark.index if _is_null(value) and value.value == "" else _content_end(value)
+    return _content_end(node.value[-1])
+
+
+def _line_end(text: str, index: int) -> int:
+    """The start of the line after the one `index` is on (`index` itself if it starts a line)."""
+    if index > 0 and text[index - 1] == "\n":
+        return index
+    found = text.find("\n", index)
+    return len(text) if found < 0 else found + 1
+
+
+def _sequence_offset(node: Node) -> int | None:
+    """How far this file indents a block sequence's dash past its key (0 for `key:\\n- item`)."""
+    stack = [node]
+    while stack:
+        current = stack.pop(0)
+        if isinstance(current, MappingNode):
+            for key, value in current.value:
+                if isinstance(value, SequenceNode) and not value.flow_style and value.value:
+                    if value.start_mark.line > key.start_mark.line:
+                        return value.start_mark.column - key.start_mark.column
+                stack.append(value)
+        elif isinstance(current, SequenceNode):
+            stack.extend(current.value)
+    return None
+
+
+def _replace_scalar(node: ScalarNode, value: Any) -> _Splice:
+    style = node.style if node.style in ('"', "'") else None
+    return _Splice(node.start_mark.index, node.end_mark.index, _flow(value, style))
+
+
+def _flow(value: Any, style: str | None = None) -> str:
+    """One line of flow YAML rendered by ruamel; a string PyYAML would read differently is quoted."""
+    if isinstance(value, str) and style == '"':
+        value = DoubleQuotedScalarString(value)
+    elif isinstance(value, str) and style == "'":
+        value = SingleQuotedScalarString(value)
+    elif isinstance(value, str):
+        plain = _dump(value)
+        try:
+            same = yaml.safe_load(plain) == value
+        except yaml.YAMLError:
+            same = False
+        if not same:  # e.g. `yes` or `on`: a string in YAML 1.2, a bool to PyYAML
+            value = DoubleQuotedScalarString(value)
+    elif isinstance(value, dict):
+        return "{" + ", ".join(f"{_flow(k)}: {_flow(v)}" for k, v in value.items()) + "}"
+    elif isinstance(value, list):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    return _dump(value)
+
+
+def _dump(value: Any) -> str:
+    emitter = YAML()
+    emitter.default_flow_style = True
+    emitter.width = 1 << 16
+    out = io.StringIO()
+    emitter.dump(value, out)
+    text = out.getvalue()
+    if text.endswith("\n...\n"):  # the end-of-document marker after a bare plain scalar
+        text = text[: -len("\n...\n")]
+    return text.rstrip("\n")
