@@ -11,7 +11,6 @@ The target is under 2 s for `demo`.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys

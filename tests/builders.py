@@ -40,3 +40,12 @@ def fleet_config(**overrides: Any) -> dict:
     }
     config.update(overrides)
     return config
+
+
+def floats(value: Any) -> Any:
+    """A stack output as a stack reference reads it back: every number a float."""
+    if isinstance(value, dict):
+        return {k: floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [floats(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value

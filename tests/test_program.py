@@ -6,7 +6,7 @@ import json
 import pulumi
 import pytest
 
-from builders import fleet_config
+from builders import fleet_config, floats
 from modelplane.api import load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import program
@@ -56,14 +56,6 @@ def test_kubeconfig_from_config_stays_a_secret():
 
     return pulumi.Output.all(kubeconfig, pulumi.Output.from_input(kubeconfig.is_secret())).apply(check)
 
-
-def floats(value):
-    """What a stack output looks like when read back: every number a float."""
-    if isinstance(value, dict):
-        return {k: floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [floats(v) for v in value]
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 @pulumi.runtime.test

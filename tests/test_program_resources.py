@@ -15,6 +15,7 @@ import yaml
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.sync_await import _sync_await
 
+from builders import floats
 from conftest import MOCKS, MONITOR, REPO
 from k8s_validation import assert_valid, integral_floats_to_int
 from modelplane.api.stackfile import read_stack_file
@@ -32,14 +33,6 @@ def set_stack_config(config: dict) -> None:
 def stack_config(repo, stack: str) -> dict:
     return read_stack_file(repo / "stacks" / f"Pulumi.{stack}.yaml").config
 
-
-def floats(value):
-    """A stack output as read back by a stack reference: every number a float."""
-    if isinstance(value, dict):
-        return {k: floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [floats(v) for v in value]
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """What every component shares: its type token, the cluster provider, releases and objects in order."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 import pulumi
@@ -8,7 +9,10 @@ import pulumi_kubernetes as k8s
 
 from ...render.types import HelmRelease
 from ..backends.base import ClusterAccess
-from ..kube import apply_object, helm_release, resource_name, substitute
+from ..kube import WAIT_FOR, apply_object, helm_release, resource_name, substitute, with_annotations
+
+# A Gateway is created once it has an address: the front door's endpoints and URLs need it.
+GATEWAY_WAIT = {WAIT_FOR: "jsonpath={.status.addresses[0].value}"}
 
 
 def component_type(kind: str) -> str:
@@ -61,6 +65,43 @@ def apply_objects(cluster: str, objects: Iterable[dict[str, Any]], opts: pulumi.
         out.append(apply_object(resource_name(cluster, obj), substitute(obj, replacements or {}),
                                 pulumi.ResourceOptions.merge(opts, extra), outputs=read_back(obj)))
     return out
+
+
+@dataclass
+class Installed:
+    releases: dict[str, k8s.helm.v3.Release]
+    gateway: pulumi.CustomResource  # created once it has an address
+
+    @property
+    def address(self) -> pulumi.Output[str]:
+        return self.gateway.status.apply(first_address)  # type: ignore[attr-defined]
+
+
+def install_stack(cluster: str, objects: list[dict[str, Any]], releases: list[HelmRelease],
+                  opts: pulumi.ResourceOptions, *, served_by: Callable[[dict[str, Any]], tuple[str, ...]],
+                  crds: pulumi.Resource, needs_crds: Callable[[dict[str, Any]], bool], crds_release: str,
+                  gateway: str, replacements: Mapping[str, pulumi.Input[str]]) -> Installed:
+    """A cluster's charts and the objects around them, in the order the cluster can take them.
+
+    First the objects no release serves (namespaces, quotas: the charts' pods are admitted
+    against them), then the releases in dependency order (`crds_release` also after the CRD
+    manifest `crds`), then the objects the releases or CRDs serve, each after what serves it.
+    The Gateway named `gateway` is awaited until it has an address.
+    """
+    def needs(obj: dict[str, Any]) -> bool:
+        return bool(served_by(obj)) or needs_crds(obj)
+
+    def is_gateway(obj: dict[str, Any]) -> bool:
+        return obj["kind"] == "Gateway" and obj["metadata"]["name"] == gateway
+
+    base = apply_objects(cluster, [o for o in objects if not needs(o)], opts, replacements=replacements)
+    installed = install_releases(cluster, releases, opts,
+                                 after={r.name: base + ([crds] if r.name == crds_release else []) for r in releases})
+    served = [with_annotations(o, GATEWAY_WAIT) if is_gateway(o) else o for o in objects if needs(o)]
+    applied = apply_objects(cluster, served, opts, replacements=replacements,
+                            depends_on=lambda obj: [installed[r] for r in served_by(obj)] + ([crds] if needs_crds(obj) else []),
+                            read_back=lambda obj: ("status",) if is_gateway(obj) else ())
+    return Installed(installed, next(r for o, r in zip(served, applied) if is_gateway(o)))
 
 
 def first_address(status: Any) -> str | None:

@@ -9,9 +9,8 @@ from ...render.front_door import TRAEFIK_RELEASE, gateway_api_crds_url, release_
 from ...render.types import FRONT_DOOR_GATEWAY
 from .. import backends
 from ..backends.base import ClusterRequest
-from ..kube import with_annotations
-from .common import apply_objects, children, cluster_provider, component_type, first_address, install_releases
-from .serving_stack import GATEWAY_WAIT, METALLB_POOL_PLACEHOLDER
+from .common import children, cluster_provider, component_type, install_stack
+from .serving_stack import METALLB_POOL_PLACEHOLDER
 
 
 class InferenceGateway(pulumi.ComponentResource):
@@ -36,30 +35,14 @@ class InferenceGateway(pulumi.ComponentResource):
         if spec.traefik.metallb is not None:
             pool = spec.traefik.metallb.address_pool or access.metallb_pool
         objects, releases = render_inference_gateway(spec, METALLB_POOL_PLACEHOLDER if pool is not None else None)
-        replacements = {METALLB_POOL_PLACEHOLDER: pool} if pool is not None else {}
-        # Namespaces first (MetalLB's speaker needs its privileged one); Traefik after the CRDs.
-        base = apply_objects(name, [o for o in objects if not _needs(o)], child)
-        installed = install_releases(name, releases, child,
-                                     after={r.name: base + ([crds] if r.name == TRAEFIK_RELEASE else []) for r in releases})
-        served = [with_annotations(o, GATEWAY_WAIT) if _is_front_door_gateway(o) else o for o in objects if _needs(o)]
-        applied = apply_objects(
-            name, served, child, replacements=replacements,
-            depends_on=lambda obj: [installed[r] for r in release_dependencies(obj)] + ([crds] if _is_gateway_api(obj) else []),
-            read_back=lambda obj: ("status",) if _is_front_door_gateway(obj) else ())
-        gateway = next(r for o, r in zip(served, applied) if _is_front_door_gateway(o))
-        self.address: pulumi.Output[str] = gateway.status.apply(first_address)  # type: ignore[attr-defined]
-        self.ready: list[pulumi.Resource] = [crds, *installed.values()]
+        # Traefik's Gateway provider needs the Gateway API CRDs when it starts.
+        installed = install_stack(name, objects, releases, child, served_by=release_dependencies, crds=crds,
+                                  needs_crds=_is_gateway_api, crds_release=TRAEFIK_RELEASE, gateway=FRONT_DOOR_GATEWAY,
+                                  replacements={METALLB_POOL_PLACEHOLDER: pool} if pool is not None else {})
+        self.address: pulumi.Output[str] = installed.address
+        self.ready: list[pulumi.Resource] = [crds, *installed.releases.values()]
         self.register_outputs({"address": self.address})
 
 
 def _is_gateway_api(obj: dict) -> bool:
     return obj["apiVersion"].startswith("gateway.networking.k8s.io/")
-
-
-def _needs(obj: dict) -> bool:
-    """Whether `obj` can only be applied once a release or the Gateway API CRDs are in."""
-    return bool(release_dependencies(obj)) or _is_gateway_api(obj)
-
-
-def _is_front_door_gateway(obj: dict) -> bool:
-    return obj["kind"] == "Gateway" and obj["metadata"]["name"] == FRONT_DOOR_GATEWAY
