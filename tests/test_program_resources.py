@@ -290,12 +290,14 @@ def test_every_applied_object_is_valid_against_the_real_schemas(repo, monitor, m
 # --- cloud -----------------------------------------------------------------------------------------
 
 SAAS_KEY = "sk-together-test-key"
+HF_TOKEN = "hf_test_token_value"
 
 
 @pytest.fixture(scope="module")
 def cloud() -> Deployed:
     config = stack_config(REPO, "cloud")
     config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": SAAS_KEY}
+    config["modelCaches"]["ml-team"]["qwen3-8b"]["huggingFace"]["token"] = HF_TOKEN
     return deploy(MONITOR, MOCKS, config)
 
 
@@ -329,10 +331,16 @@ def test_cloud_saas_key_reaches_the_front_door_only_as_a_secret(cloud):
     assert middleware.provider_name == "front-door"
     assert "spec" in middleware.secret_inputs
     assert middleware.inputs["spec"]["headers"]["customRequestHeaders"] == {"Authorization": f"Bearer {SAAS_KEY}"}
+    # The Hugging Face token reaches each cluster's hydration Secret, also only as a secret.
+    token_secrets = [r for r in seen.of_type("kubernetes:core/v1:Secret") if HF_TOKEN in json.dumps(r.inputs)]
+    assert token_secrets and all("string_data" in r.secret_inputs or "stringData" in r.secret_inputs
+                                 for r in token_secrets)
     for r in seen.all:
-        if r is not middleware:
+        if r is not middleware and r not in token_secrets:
             assert SAAS_KEY not in json.dumps(r.inputs, default=str), r.name
+            assert HF_TOKEN not in json.dumps(r.inputs, default=str), r.name
     assert SAAS_KEY not in json.dumps(cloud.outputs, default=str)
+    assert HF_TOKEN not in json.dumps(cloud.outputs, default=str)
 
 
 def test_cloud_cache_is_staged_where_it_is_mounted(cloud):

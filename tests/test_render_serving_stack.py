@@ -145,6 +145,7 @@ def test_fake_gpus_install_the_example_driver_instead_of_nvidia():
     driver = releases["mp-dra-example-driver"]
     assert (driver.chart, driver.repository, driver.version, driver.namespace) == (
         "dra-example-driver", "oci://registry.k8s.io/dra-example-driver/charts", "0.4.0", "dra-example-driver")
+    assert driver.depends_on == ("mp-cert-manager",)  # its webhook certificate comes from cert-manager
     objects = objects_by_kind(fake_gpus=True)
     assert ("ResourceQuota", "allow-critical-pods") not in objects
     assert ("Namespace", "dra-driver-nvidia-gpu") not in objects

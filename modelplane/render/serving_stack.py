@@ -203,9 +203,10 @@ def _nvidia_dra_driver(stack: ServingStack) -> HelmRelease:
 
 def _example_dra_driver(stack: ServingStack) -> HelmRelease:
     # Chart defaults: fake gpu.example.com devices on every node and the gpu.example.com DeviceClass.
+    # Its admission webhook takes its certificate from cert-manager (a self-signed Issuer).
     return HelmRelease(name=EXAMPLE_DRA_DRIVER, namespace=EXAMPLE_DRA_DRIVER_NAMESPACE, chart="dra-example-driver",
                        repository="oci://registry.k8s.io/dra-example-driver/charts",
-                       version=stack.versions.dra_example_driver)
+                       version=stack.versions.dra_example_driver, depends_on=(CERT_MANAGER,))
 
 
 # --- objects --------------------------------------------------------------------------------------
