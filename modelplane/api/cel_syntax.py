@@ -6,11 +6,11 @@ cost) belongs to `modelplane.devices`, which parses with `parse_cel` from here.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 from functools import lru_cache
 from pathlib import Path
 
-import celpy
 import lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
@@ -28,14 +28,18 @@ class CelSyntaxError(Exception):
 
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
-    grammar = (Path(celpy.__file__).parent / "cel.lark").read_text()
+    # cel-python's grammar file, found without importing celpy (its import is slow and unused here).
+    spec = importlib.util.find_spec("celpy")
+    assert spec is not None and spec.origin is not None, "cel-python is not installed"
+    grammar = (Path(spec.origin).parent / "cel.lark").read_text()
     member_rule = re.search(r"^member\s*:.*$", grammar, re.M)
     if member_rule is None:  # pragma: no cover - a cel-python upgrade changed the grammar
         raise RuntimeError("cel-python's grammar has no 'member' rule; update modelplane.api.cel_syntax")
     extended = grammar.replace(member_rule.group(0), member_rule.group(0) + " | member_dot_opt | member_index_opt")
     return lark.Lark(extended + _OPTIONAL_RULES, parser="lalr", start="expr", g_regex_flags=re.M,
                      lexer_callbacks={"IDENT": _literal_keywords}, propagate_positions=True,
-                     maybe_placeholders=False, priority="invert")
+                     maybe_placeholders=False, priority="invert",
+                     cache=True)  # the LALR tables, in the temp dir: building them costs ~0.15 s per process
 
 
 def _literal_keywords(token: lark.Token) -> lark.Token:

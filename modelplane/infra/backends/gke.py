@@ -50,7 +50,7 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> GKEAccess:
         # Pools are separate resources: the default pool is created (GKE requires one) and removed.
         remove_default_node_pool=True, initial_node_count=1, deletion_protection=False,
         ip_allocation_policy={"cluster_secondary_range_name": "pods", "services_secondary_range_name": "services"},
-        workload_identity_config={"workload_pool": pulumi.Output.concat(project, ".svc.id.goog")},
+        workload_identity_config={"workload_pool": pulumi.Output.from_input(project).apply(_workload_pool)},
         addons_config={"gcp_filestore_csi_driver_config": {"enabled": True}},
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[filestore_api]))
 
@@ -133,3 +133,8 @@ def _kubeconfig(name: str, cluster: gcp.container.Cluster) -> pulumi.Output[str]
                 "installHint": "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin"}}}],
         })
     return pulumi.Output.all(cluster.endpoint, cluster.master_auth.cluster_ca_certificate).apply(build)
+
+
+def _workload_pool(project: str | None) -> str | None:
+    """Workload Identity's pool is named after the project (unknown only when no project is configured)."""
+    return f"{project}.svc.id.goog" if project else None
