@@ -9,8 +9,8 @@ import base64
 import pulumi
 from pulumi_azure_native import containerservice, network, resources
 
-from ...render.cache import CLOUD_STORAGE_CLASSES
-from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
+from .base import (GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool,
+                   rwx_storage_class)
 
 SYSTEM_VM_SIZE = "Standard_D4s_v5"
 SYSTEM_DISK_GB = 100
@@ -57,14 +57,8 @@ def cluster_objects(request: ClusterRequest, access: ClusterAccess) -> list[dict
     """Objects to apply through the cluster's provider once it exists: the Azure Files StorageClass."""
     if not request.pools:  # only clusters that run replicas stage model caches
         return []
-    return [{
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": CLOUD_STORAGE_CLASSES["AKS"]},
-        "provisioner": "file.csi.azure.com",
-        "parameters": {"skuName": "Premium_LRS"},
-        "mountOptions": AZURE_FILES_MOUNT_OPTIONS,
-        "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
-    }]
+    return [rwx_storage_class("AKS", "file.csi.azure.com", {"skuName": "Premium_LRS"},
+                              mountOptions=AZURE_FILES_MOUNT_OPTIONS, allowVolumeExpansion=True)]
 
 
 def _agent_pool(request: ClusterRequest, pool: GpuPool, group: pulumi.Input[str],

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from ...api.inference_class import InferenceClass
+from ...render.cache import CLOUD_STORAGE_CLASSES
 from ...api.inference_cluster import ClusterSource, NodePool
 
 POOL_LABEL = "modelplane.ai/pool"  # what a replica's nodeSelector names; without it pods stay Pending
@@ -79,3 +80,10 @@ class ClusterAccess:
     metallb_pool: pulumi.Output[str] | None = None
     # The serving stack's `nvidiaDriverRoot` where the cloud installs the driver elsewhere (GKE).
     nvidia_driver_root: str | None = None
+
+
+def rwx_storage_class(source: str, provisioner: str, parameters: dict, **fields) -> dict:
+    """The cloud's ReadWriteMany StorageClass for ModelCache, named as the renderer expects it."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": CLOUD_STORAGE_CLASSES[source]}, "provisioner": provisioner,
+            "parameters": parameters, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", **fields}

@@ -16,8 +16,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from ...render.cache import CLOUD_STORAGE_CLASSES
-from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
+from .base import (GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool,
+                   rwx_storage_class)
 
 SYSTEM_INSTANCE_TYPE = "m6i.xlarge"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -95,14 +95,9 @@ def cluster_objects(request: ClusterRequest, access: EKSAccess) -> list[dict]:
     """Objects to apply through the cluster's provider once it exists: the EFS StorageClass."""
     if access.file_system_id is None:
         return []
-    return [{
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": CLOUD_STORAGE_CLASSES["EKS"]},
-        "provisioner": "efs.csi.aws.com",
-        # One EFS access point (its own directory) per volume.
-        "parameters": {"provisioningMode": "efs-ap", "fileSystemId": access.file_system_id, "directoryPerms": "700"},
-        "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
-    }]
+    # One EFS access point (its own directory) per volume.
+    return [rwx_storage_class("EKS", "efs.csi.aws.com", {"provisioningMode": "efs-ap",
+                                                         "fileSystemId": access.file_system_id, "directoryPerms": "700"})]
 
 
 def eks_cluster_name(name: str) -> str:

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ...render.cache import CLOUD_STORAGE_CLASSES
-from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
+from ...api.fleet import GKE_NVIDIA_DRIVER_ROOT
+
+from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool, rwx_storage_class
 
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 IMAGE_TYPE = "COS_CONTAINERD"
-NVIDIA_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"  # where GKE installs the driver on COS
+NVIDIA_DRIVER_ROOT = GKE_NVIDIA_DRIVER_ROOT  # where GKE installs the driver on COS
 DRA_DRIVER_LABEL = "cloud.google.com/gke-nvidia-gpu-dra-driver"  # lets the autoscaler scale DRA pools from 0
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM, not scopes, limits what nodes do
 
@@ -71,13 +72,8 @@ def cluster_objects(request: ClusterRequest, access: GKEAccess) -> list[dict]:
     """Objects to apply through the cluster's provider once it exists: the Filestore StorageClass."""
     if not request.pools:  # only clusters that run replicas stage model caches
         return []
-    return [{
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": CLOUD_STORAGE_CLASSES["GKE"]},
-        "provisioner": "filestore.csi.storage.gke.io",
-        "parameters": {"tier": "enterprise", "network": access.network_name},
-        "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
-    }]
+    return [rwx_storage_class("GKE", "filestore.csi.storage.gke.io",
+                              {"tier": "enterprise", "network": access.network_name}, allowVolumeExpansion=True)]
 
 
 def _seeded_once(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
