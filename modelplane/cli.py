@@ -157,8 +157,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     from .render import render_fleet, write_manifests  # only this command needs the renderers
 
     fleet, result = _planned(args)
-    for cluster, objects, releases in write_manifests(render_fleet(fleet, result), args.out):
+    written, removed = write_manifests(render_fleet(fleet, result), args.out)  # refuses folders it did not write
+    for cluster, objects, releases in written:
         print(f"{args.out / cluster}: {objects} objects, {releases} Helm releases")
+    for folder in removed:
+        print(f"{folder}: removed (its cluster is no longer in the fleet)")
     return EXIT_OK
 
 
@@ -177,23 +180,24 @@ def cmd_undrain(args: argparse.Namespace) -> int:
 def _edit_stack(args: argparse.Namespace, make_edit) -> int:
     """Edit the stack file in place: validated like `validate` before it is written, atomically."""
     path = resolve_stack_file(args.stack, args.config)
-    original = read_stack_file(path)  # a missing file or broken YAML stops here
-    previous = load_previous(args.previous)  # so does a bad --previous: nothing is written
-    text = runbook.read_text(path)
-    try:
-        edit = make_edit(text)
-    except ConfigError as error:
-        error.stack_file = original
-        raise
-    if not edit.changed:
-        print(f"{_shown(path)}: {edit.note}; nothing changed")
-        return EXIT_OK
-    try:
-        stack_file, fleet = runbook.write_atomically(path, edit.text, text, load_file)
-    except ConfigError as error:
-        error.stack_file = original  # the file is untouched: point at its lines
-        error.unchanged = True
-        raise
+    with runbook.locked(path):  # from reading to replacing: a concurrent scale/drain/undrain waits, no edit is lost
+        original = read_stack_file(path)  # a missing file or broken YAML stops here
+        previous = load_previous(args.previous)  # so does a bad --previous: nothing is written
+        text = runbook.read_text(path)
+        try:
+            edit = make_edit(text)
+        except ConfigError as error:
+            error.stack_file = original
+            raise
+        if not edit.changed:
+            print(f"{_shown(path)}: {edit.note}; nothing changed")
+            return EXIT_OK
+        try:
+            stack_file, fleet = runbook.write_atomically(path, edit.text, text, load_file)
+        except ConfigError as error:
+            error.stack_file = original  # the file is untouched: point at its lines
+            error.unchanged = True
+            raise
     stack_file = dataclasses.replace(stack_file, path=path)
     for warning in fleet.warnings:
         print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)

@@ -7,21 +7,31 @@ of the file is never re-emitted: a full round-trip dump would re-wrap multi-line
 (the `cloud` stack's node pools and engine args), and the only diff must be the changed value.
 Every edit is then checked: the new text must load to the old data with exactly that change.
 
-The edits are pure (text in, text out) and raise ConfigError / ModelplaneError; `write_atomically`
-is the one function here that touches the disk.
+The edits are pure (text in, text out) and raise ConfigError / ModelplaneError; `locked` and
+`write_atomically` are the functions here that touch the disk: the CLI holds `locked(path)` from
+reading the file to replacing it, so concurrent edits of one file queue up instead of losing one.
 """
 from __future__ import annotations
 
 import copy
 import difflib
+import errno
 import io
 import os
 import re
+import shlex
 import stat
 import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Callable, Iterator, Literal, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import yaml
 from ruamel.yaml import YAML
@@ -200,6 +210,9 @@ def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, ta
 
 # --- writing -----------------------------------------------------------------------------------
 
+LOCK_TIMEOUT = 30.0  # seconds an edit waits for another modelplane command editing the same folder's stack files
+
+
 def read_text(path: Path) -> str:
     """The file's exact text (line endings kept), for editing."""
     try:
@@ -212,35 +225,171 @@ def read_text(path: Path) -> str:
         raise StackFileError(f"cannot read stack file {path}: {error.strerror}") from None
 
 
+@contextmanager
+def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold the edit lock of stack file `path` for read -> check -> write; wait at most `timeout` seconds for it.
+
+    Two `scale`/`drain`/`undrain` commands on one file would otherwise both read the old text and
+    the second rename would drop the first edit. The lock is `flock` on the folder holding the file
+    (after symlinks), not on the file: `write_atomically` renames a new file over it, so a lock on
+    the file's inode would stay on the replaced file while the next command locks the new one. The
+    folder's inode survives every edit, and locking it leaves nothing behind: a sidecar
+    `.Pulumi.<stack>.yaml.lock` could never be deleted (removing it races with a command waiting on
+    it) and would show up in `git status` next to the stacks. The price, serializing edits of every
+    stack file in that folder, is nothing: an edit holds the lock for well under a second. Where a
+    folder cannot be locked (NFS emulates flock with write locks, which need a file opened for
+    writing) the sidecar file is the fallback. flock locks go away with the process, so a killed
+    command never leaves a stale lock. Only modelplane takes the lock: an editor or `pulumi config
+    set` writing meanwhile is still caught by `write_atomically`'s compare.
+    """
+    timeout = LOCK_TIMEOUT if timeout is None else timeout
+    if fcntl is None:  # no flock (Windows): the compare in write_atomically is all there is
+        yield
+        return
+    target = Path(os.path.realpath(path))
+    try:
+        fd = os.open(target.parent, os.O_RDONLY)
+    except FileNotFoundError:
+        raise StackFileError(f"stack file {path} does not exist") from None
+    except OSError as error:
+        raise StackFileError(f"cannot open the folder of stack file {path}: {error.strerror}") from None
+    try:
+        try:
+            _wait_for_lock(fd, path, timeout)
+        except OSError as error:
+            if isinstance(error, BlockingIOError) or error.errno not in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP,
+                                                                       errno.EINVAL):
+                raise
+            os.close(fd)
+            fd = -1
+            lock_file = target.parent / f".{target.name}.lock"
+            try:
+                fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o666)
+                _wait_for_lock(fd, path, timeout)
+            except OSError as lock_error:
+                raise ModelplaneError(f"cannot lock {path} for editing ({lock_file}: {lock_error.strerror}); nothing "
+                                      "changed: make its folder writable, or edit with `pulumi config set`") from None
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the lock
+
+
+def _wait_for_lock(fd: int, path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise ModelplaneError(f"another modelplane command is editing {path} (waited {timeout:g}s for it); "
+                                      "nothing changed: run this command again once it has finished") from None
+            time.sleep(0.02)
+
+
+def check_writable(path: Path) -> os.stat_result:
+    """The stat of the file `path` resolves to; a ModelplaneError when an edit could not (or must not) replace it.
+
+    An edit writes a new file next to the old one and renames it over: that needs a writable folder,
+    and would succeed on a read-only file (and as root, everywhere), so a file without any write bit,
+    or one this user may not write (another owner, an immutable file, a read-only mount) is refused
+    here rather than replaced behind its mode.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        info = os.stat(target)
+        folder = os.stat(target.parent)
+    except FileNotFoundError:
+        raise StackFileError(f"stack file {path} does not exist") from None
+    except OSError as error:
+        raise StackFileError(f"cannot read stack file {path}: {error.strerror}") from None
+    mode = stat.S_IMODE(info.st_mode)
+    if not mode & 0o222:
+        raise ModelplaneError(f"{path} is read-only (mode {mode:04o}); nothing written: make it writable "
+                              f"(chmod u+w {shlex.quote(str(target))}) and run the command again, or edit it by hand")
+    if not os.access(target, os.W_OK):
+        raise ModelplaneError(f"{path} is not writable by this user (owner uid {info.st_uid}, mode {mode:04o}; or it "
+                              "is immutable, or on a read-only file system); nothing written: run the command as a "
+                              "user who may write it, or fix its permissions")
+    if not stat.S_IMODE(folder.st_mode) & 0o222 or not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ModelplaneError(f"the folder {target.parent} is read-only; nothing written to {path}: the edit writes a "
+                              "new file there and renames it over the old one, so make the folder writable (for "
+                              f"example chmod u+w {shlex.quote(str(target.parent))}) and run the command again")
+    return info
+
+
 def write_atomically(path: Path, text: str, old_text: str, check: Callable[[Path], T]) -> T:
     """Write `text` to a temporary file next to `path`, `check` it, then `os.replace` it over `path`.
 
-    If `check` raises (for example a ConfigError), or `path` no longer holds `old_text`, the
-    temporary file is removed and `path` is untouched. The file keeps its permissions; a symlink
-    keeps pointing at the edited file.
+    If `check` raises (for example a ConfigError), writing fails (a full disk, an interrupt) or
+    `path` no longer holds `old_text`, the temporary file is removed and `path` is byte for byte
+    untouched. The new file keeps the old one's owner, group and mode; a symlink keeps pointing at
+    the edited file. Call it inside `locked(path)`, which keeps other modelplane edits out.
     """
     target = Path(os.path.realpath(path))
+    info = check_writable(path)
     try:
         fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as error:
         raise ModelplaneError(f"cannot write next to {path}: {error.strerror}; nothing changed") from None
+    replaced = False
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, stat.S_IMODE(os.stat(target).st_mode))
+        try:
+            try:
+                data = memoryview(text.encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data):]
+                _keep_owner_and_mode(fd, info, path)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            raise ModelplaneError(f"cannot write {path}: {error.strerror or error}; nothing changed") from None
         result = check(Path(temp))
         if read_text(target) != old_text:
             raise ModelplaneError(f"{path} changed while it was being edited; nothing written, run the command again")
-        os.replace(temp, target)
-    except BaseException:
         try:
-            os.unlink(temp)
-        except FileNotFoundError:
-            pass
+            os.replace(temp, target)
+        except OSError as error:
+            raise ModelplaneError(f"cannot replace {path}: {error.strerror or error}; nothing changed") from None
+        replaced = True
+    except BaseException:  # KeyboardInterrupt too: never leave the temporary file behind
+        if not replaced:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
         raise
+    _sync_folder(target.parent)
     return result
+
+
+def _keep_owner_and_mode(fd: int, info: os.stat_result, path: Path) -> None:
+    """Give the new file the old one's owner, group and mode (chown first: it may clear set-id bits)."""
+    now = os.fstat(fd)
+    if (now.st_uid, now.st_gid) != (info.st_uid, info.st_gid):
+        try:
+            os.fchown(fd, info.st_uid, info.st_gid)
+        except PermissionError:
+            raise ModelplaneError(f"cannot keep the owner and group of {path} (uid {info.st_uid}, gid {info.st_gid}) "
+                                  "on the edited file; nothing changed: run the command as its owner (or root), or "
+                                  "edit it by hand") from None
+    os.fchmod(fd, stat.S_IMODE(info.st_mode))
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename durable; best effort (not every file system can fsync a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # --- the document: navigation, splices, and the check --------------------------------------------

@@ -1,8 +1,10 @@
 """One set of Pulumi mocks for the whole suite (set_mocks is process-global: the last call wins).
 
 `RecordingMonitor` sees each registration as the engine would (parent, provider, dependencies,
-which inputs are secret); `RecordingMocks` answers them. Output hooks per resource type stand in
-for what a real provider computes (a cluster's kubeconfig, a Gateway's address).
+which inputs are secret, and the resource options the request carries: retainOnDelete,
+customTimeouts, ignoreChanges, deleteBeforeReplace, ...); `RecordingMocks` answers them. Output
+hooks per resource type stand in for what a real provider computes (a cluster's kubeconfig, a
+Gateway's address).
 """
 from __future__ import annotations
 
@@ -38,6 +40,32 @@ class Registration:
     dependencies: list[str]
     custom: bool
     secret_inputs: set[str] = field(default_factory=set)  # top-level inputs sent as secrets
+    # Resource options, as the RegisterResource request carries them (wire names in comments).
+    # Provider-specific settings travel as inputs instead (a kubernetes Provider's
+    # `deleteUnreachable`), and await settings as annotations (`pulumi.com/waitFor`).
+    protect: bool | None = None  # protect (unset: None)
+    retain_on_delete: bool | None = None  # retainOnDelete (unset: None)
+    delete_before_replace: bool | None = None  # deleteBeforeReplace, None unless deleteBeforeReplaceDefined
+    ignore_changes: list[str] = field(default_factory=list)  # ignoreChanges (input paths, camelCase)
+    replace_on_changes: list[str] = field(default_factory=list)  # replaceOnChanges
+    custom_timeouts: dict[str, str] | None = None  # customTimeouts {create, update, delete, read} that are set
+    additional_secret_outputs: list[str] = field(default_factory=list)  # additionalSecretOutputs
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)  # propertyDependencies
+    providers: dict[str, str] = field(default_factory=dict)  # providers (a component's, by package)
+    aliases: list[Any] = field(default_factory=list)  # aliases (specs as dicts) then aliasURNs
+    deleted_with: str | None = None  # deletedWith
+    replace_with: list[str] = field(default_factory=list)  # replace_with
+    version: str | None = None  # version (the provider plugin's)
+    plugin_download_url: str | None = None  # pluginDownloadURL
+    import_id: str | None = None  # importId
+    remote: bool = False  # remote (a provider-side component)
+    hide_diffs: list[str] = field(default_factory=list)  # hideDiffs
+    replacement_trigger: Any = None  # replacement_trigger, as plain data
+    supports_partial_values: bool = False  # supportsPartialValues
+
+    def depends_on(self, other: "Registration") -> bool:
+        """Whether the engine orders this resource after `other` (an explicit or input dependency)."""
+        return other.urn in self.dependencies or any(other.urn in urns for urns in self.property_dependencies.values())
 
     @property
     def parent_name(self) -> str | None:
@@ -80,6 +108,40 @@ def _holds_secret(value: Any) -> bool:
 def _secret_keys(struct) -> set[str]:
     """Top-level inputs that are, or contain, a secret."""
     return {key for key, value in json_format.MessageToDict(struct).items() if _holds_secret(value)}
+
+
+def _options(request) -> dict[str, Any]:
+    """The resource options of a RegisterResource request, as `Registration` fields."""
+    timeouts = None
+    if request.HasField("customTimeouts"):
+        t = request.customTimeouts
+        timeouts = {key: value for key in ("create", "update", "delete", "read") if (value := getattr(t, key))}
+    aliases: list[Any] = [json_format.MessageToDict(alias) for alias in request.aliases]
+    aliases += list(request.aliasURNs)
+    trigger = None
+    if request.HasField("replacement_trigger"):
+        trigger = _plain(json_format.MessageToDict(request.replacement_trigger))
+    return dict(
+        protect=request.protect if request.HasField("protect") else None,
+        retain_on_delete=request.retainOnDelete if request.HasField("retainOnDelete") else None,
+        delete_before_replace=request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
+        ignore_changes=list(request.ignoreChanges),
+        replace_on_changes=list(request.replaceOnChanges),
+        custom_timeouts=timeouts,
+        additional_secret_outputs=list(request.additionalSecretOutputs),
+        property_dependencies={key: list(deps.urns) for key, deps in request.propertyDependencies.items()},
+        providers=dict(request.providers),
+        aliases=aliases,
+        deleted_with=request.deletedWith or None,
+        replace_with=list(request.replace_with),
+        version=request.version or None,
+        plugin_download_url=request.pluginDownloadURL or None,
+        import_id=request.importId or None,
+        remote=bool(request.remote),
+        hide_diffs=list(request.hideDiffs),
+        replacement_trigger=trigger,
+        supports_partial_values=bool(request.supportsPartialValues),
+    )
 
 
 # Outputs a real provider would compute, by resource type: inputs -> extra outputs.
@@ -161,7 +223,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.registrations.append(Registration(
             urn=urn, type=request.type, name=request.name, inputs=inputs, parent=request.parent or None,
             provider=request.provider or None, dependencies=list(request.dependencies),
-            custom=bool(request.custom), secret_inputs=_secret_keys(request.object)))
+            custom=bool(request.custom), secret_inputs=_secret_keys(request.object), **_options(request)))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=response_object)
 
 

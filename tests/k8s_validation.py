@@ -72,16 +72,16 @@ class CRDDirectoryMissingError(FileNotFoundError):
 
 QUANTITY_RE = re.compile(
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?\Z"
 )
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_LABEL = re.compile(rf"^{_DNS_LABEL}$")
-DNS1123_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
-DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-_RFC3339 = re.compile(r"^\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)$")
+DNS1123_LABEL = re.compile(rf"^{_DNS_LABEL}\Z")
+DNS1123_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*\Z")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+\Z")
+_RFC3339 = re.compile(r"^\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)\Z")
 
 # Only formats whose JSON-Schema meaning matches Kubernetes'. Not 'duration': JSON Schema's is
 # ISO-8601 (PT1H), Kubernetes' is Go's (1h30m).
@@ -173,7 +173,7 @@ _K8S_KEYWORDS = {
 _BuiltinValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, _K8S_KEYWORDS)
 _CRDValidator = jsonschema.validators.extend(jsonschema.Draft4Validator, _K8S_KEYWORDS)
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _fmt_path(parts: Iterable[Any]) -> str:
@@ -640,7 +640,7 @@ _CEL_RESERVED = {
     "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
     "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
 }
-_CEL_ACCESSIBLE = re.compile(r"^[A-Za-z_./-][A-Za-z0-9_./-]*$")
+_CEL_ACCESSIBLE = re.compile(r"^[A-Za-z_./-][A-Za-z0-9_./-]*\Z")
 
 
 def _k8s_string_functions() -> dict:

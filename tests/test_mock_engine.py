@@ -159,7 +159,7 @@ def dedupe(kinds):
 
 
 def test_stream_headers(engine):
-    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True})
+    body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": "hi"}], "stream": True})
     status, headers, raw = request(engine, "POST", "/v1/chat/completions", body,
                                    {"Content-Type": "application/json"})
     assert status == 200 and headers["Content-Type"] == "text/event-stream"
@@ -168,7 +168,7 @@ def test_stream_headers(engine):
     assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
 
 
-@pytest.mark.parametrize("method, path", [("GET", "/nope"), ("POST", "/v1/nope"), ("GET", "/v1/messages")])
+@pytest.mark.parametrize("method, path", [("GET", "/nope"), ("POST", "/v1/nope"), ("GET", "/v1/messages/nope")])
 def test_unknown_paths_are_json_404s(engine, method, path):
     status, headers, body = request(engine, method, path, b"{}" if method == "POST" else None)
     assert status == 404 and headers["Content-Type"] == "application/json"

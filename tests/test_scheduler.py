@@ -23,8 +23,11 @@ CLASSES = {
 }
 
 
-def cluster(*pools: tuple[str, str, int], taints=(), **labels) -> dict:
-    body = {"labels": labels, "cluster": {"source": "Kind"},
+def cluster(*pools: tuple[str, str, int], taints=(), rwx=None, **labels) -> dict:
+    """A Kind cluster, or with `rwx` (a StorageClass) an Existing one that can stage ModelCaches."""
+    source = {"source": "Kind"} if rwx is None else \
+        {"source": "Existing", "existing": {"kubeconfig": "kubeconfig-text", "cache": {"storageClassName": rwx}}}
+    body = {"labels": labels, "cluster": source,
             "nodePools": [{"name": name, "className": cls, "nodeCount": nodes} for name, cls, nodes in pools]}
     if taints:
         body["taints"] = [dict(zip(("key", "effect"), t)) for t in taints]
@@ -188,13 +191,6 @@ def test_other_deployments_are_charged_first():
     assert status(second, name="a-first")[:2] == ("False", "InsufficientCapacity")
 
 
-def test_retained_replicas_are_charged_their_stamped_cost_and_are_not_moved_by_a_bigger_shape():
-    first = plan({"a": cluster(("p", "small", 2))}, {"ml": {"d": deployment(replicas=1)}})
-    bigger = plan({"a": cluster(("p", "small", 2))}, {"ml": {"d": deployment(replicas=1, copies=3)}}, previous=first)
-    assert where(bigger) == [("a", 0, ("p",))]  # retained although 3 copies no longer fit
-    assert bigger.ledger.free[("a", "p")] == 1  # charged the stamped 1 node
-
-
 def test_template_edits_keep_the_replica_selector_edits_re_place_it():
     clusters = {"a": cluster(("small", "small", 1), ("big", "big", 1))}
     first = plan(clusters, {"ml": {"d": deployment(members=[member(memory="20Gi")])}})
@@ -207,8 +203,8 @@ def test_template_edits_keep_the_replica_selector_edits_re_place_it():
 
 
 def test_cluster_selector_and_cache_footprint():
-    clusters = {"a": cluster(("p", "small", 4), region="eu", tier="gold"), "b": cluster(("p", "small", 4), region="eu"),
-                "c": cluster(("p", "small", 4), region="us")}
+    clusters = {"a": cluster(("p", "small", 4), rwx="nfs", region="eu", tier="gold"),
+                "b": cluster(("p", "small", 4), rwx="nfs", region="eu"), "c": cluster(("p", "small", 4), rwx="nfs", region="us")}
     caches = {"ml": {"w": {"source": "HuggingFace", "huggingFace": {"repo": "org/m", "sizeGiB": 1},
                            "clusterSelector": {"matchLabels": {"tier": "gold"}}}}}
     d = deployment(replicas=2, clusterSelector={"matchLabels": {"region": "eu"}}, modelCacheRef={"name": "w"})

@@ -1,7 +1,11 @@
 """Scheduler invariants over random fleets and random edit sequences (scale, drain, undrain, cluster
 removal, selector edits), each step planned with the previous step's placement:
 
-- no pool is overcommitted by new placements (only replicas kept in place may exceed a shrunk pool);
+- no pool is over capacity, counting every replica at its current shape (shape edits, shrunk pools);
+- every placed member's pool satisfies its selectors with enough devices, and taints are respected,
+  checked against the config by an oracle that shares no code with the scheduler;
+- (cluster, index) is unique within a deployment and names are unique within a namespace;
+- the order of the previous document does not matter;
 - no engine is split across pools;
 - no previous replica disappears without a typed reason; kept replicas keep cluster, index and name;
 - never more replicas than desired;
@@ -32,6 +36,9 @@ clusters = st.dictionaries(
     st.fixed_dictionaries({
         "labels": st.fixed_dictionaries({"region": st.sampled_from(["eu", "us"])}),
         "cluster": st.just({"source": "Kind"}),
+        "taints": st.lists(st.fixed_dictionaries({"key": st.sampled_from(["gpu", "drain"]),
+                                                  "effect": st.sampled_from(["NoSchedule", "NoExecute"])}),
+                           max_size=1),
         "nodePools": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["p", "q", "r"]),
                                                      "className": st.sampled_from(["small", "big"]),
                                                      "nodeCount": st.integers(0, 3)}),
@@ -57,6 +64,8 @@ def deployments(draw) -> dict:
     spec: dict = {"engines": [{"name": "e", "copies": draw(st.integers(1, 2)), "members": members}]}
     if draw(st.booleans()):
         spec["clusterSelector"] = {"matchLabels": {"region": draw(st.sampled_from(["eu", "us"]))}}
+    if draw(st.booleans()):
+        spec["tolerations"] = [{"key": draw(st.sampled_from(["gpu", "drain"])), "operator": "Exists"}]
     return {"replicas": draw(st.integers(1, 5)), "template": {"spec": spec}}
 
 
@@ -72,6 +81,8 @@ edits = st.lists(st.one_of(
     st.tuples(st.just("remove"), st.sampled_from(["c1", "c2", "c3", "c4"]), st.just(None)),
     st.tuples(st.just("selector"), st.sampled_from(["a", "b", "c"]), st.sampled_from(["20Gi", "70Gi"])),
     st.tuples(st.just("shrink"), st.sampled_from(["c1", "c2", "c3", "c4"]), st.integers(0, 2)),
+    st.tuples(st.just("copies"), st.sampled_from(["a", "b", "c"]), st.integers(1, 3)),
+    st.tuples(st.just("workers"), st.sampled_from(["a", "b", "c"]), st.integers(1, 3)),
 ), max_size=6)
 
 
@@ -95,35 +106,75 @@ def apply(config: dict, edit: tuple) -> None:
     elif kind == "shrink":
         for pool in found["nodePools"]:
             pool["nodeCount"] = min(pool["nodeCount"], value)
+    elif kind == "copies":
+        found["template"]["spec"]["engines"][0]["copies"] = value
+    elif kind == "workers":
+        for m in found["template"]["spec"]["engines"][0]["members"]:
+            if m["role"] == "Worker":
+                m["worker"] = {"nodes": value}
 
 
-def check(result, previous: PlacementDocument, fleet) -> None:
+def check(result, previous: PlacementDocument, fleet, config: dict) -> None:
     stamped = {(r.namespace, r.deployment, r.cluster, r.index) for r in previous.replicas}
-    used_by_new: dict[tuple[str, str], int] = {}
-    used_by_kept: dict[tuple[str, str], int] = {}
+    used: dict[tuple[str, str], int] = {}
+    names: set[tuple[str, str]] = set()
     for plan in result.deployments.values():
         assert plan.scheduled <= plan.desired
+        spec = config["modelDeployments"][plan.key.namespace][plan.key.name]
+        identities = set()
         for replica in plan.replicas:
+            assert (replica.cluster, replica.index) not in identities, f"{plan.key}: two replicas at one index"
+            identities.add((replica.cluster, replica.index))
+            assert (plan.key.namespace, replica.name) not in names, f"two replicas named {replica.name}"
+            names.add((plan.key.namespace, replica.name))
+            respects_taints(config["inferenceClusters"][replica.cluster], spec, replica.status)
             for engine in replica.engines:
                 assert len({m.node_pool for m in engine.members}) == 1, "an engine was split across pools"
                 for m in engine.members:
-                    if m.device_requests:
-                        bucket = used_by_new if replica.status == "new" else used_by_kept
-                        key = (replica.cluster, m.node_pool)
-                        bucket[key] = bucket.get(key, 0) + m.pods * engine.copies
+                    pool = fits_by_oracle(config, replica.cluster, m.node_pool, spec, m.role)
+                    key = (replica.cluster, m.node_pool)
+                    used[key] = used.get(key, 0) + pool_nodes_by_oracle(spec, m.role)
             identity = (plan.key.namespace, plan.key.name, replica.cluster, replica.index)
             if replica.status == "retained":
                 assert identity in stamped
             elif identity in stamped:  # re-placed at the same cluster and index: the old one must be gone
                 assert identity in removed_identities(result), f"{identity} placed over a kept replica"
-    for key, nodes in used_by_new.items():
-        capacity = result.ledger.capacity[key]
-        assert nodes <= max(0, capacity - used_by_kept.get(key, 0)), f"pool {key} overcommitted by new replicas"
+    for (cluster, pool), nodes in used.items():
+        declared = next(p["nodeCount"] for p in config["inferenceClusters"][cluster]["nodePools"] if p["name"] == pool)
+        assert nodes <= declared, f"pool {cluster}/{pool} holds {nodes} nodes of {declared}"
     kept = {(r.key.namespace, r.key.name, r.cluster, r.index) for r in result.replicas() if r.status == "retained"}
     removed = {(r.replica.key.namespace, r.replica.key.name, r.replica.cluster, r.replica.index): r.reason.code
                for r in result.removed()}
     for identity in stamped:
         assert identity in kept or removed.get(identity) in REASONS, f"{identity} vanished without a reason"
+
+
+def fits_by_oracle(config: dict, cluster: str, pool: str, spec: dict, role: str) -> dict:
+    """The pool's device satisfies the member's memory selector with enough devices per node."""
+    [body] = [p for p in config["inferenceClusters"][cluster]["nodePools"] if p["name"] == pool]
+    [device] = CLASSES[body["className"]]["devices"]
+    [m] = [m for m in spec["template"]["spec"]["engines"][0]["members"] if m["role"] == role]
+    [request] = m["nodeSelector"]["devices"]
+    wanted = int(request["selectors"][0]["cel"].split('quantity("')[1].split("Gi")[0])
+    assert int(device["capacity"]["memory"]["value"].removesuffix("Gi")) >= wanted, f"{pool} lacks {wanted}Gi"
+    assert device.get("count", 1) >= request["count"], f"{pool} has too few devices for {request['count']}"
+    return body
+
+
+def pool_nodes_by_oracle(spec: dict, role: str) -> int:
+    engine = spec["template"]["spec"]["engines"][0]
+    [m] = [m for m in engine["members"] if m["role"] == role]
+    pods = m.get("worker", {}).get("nodes", 1) if role == "Worker" else 1
+    return pods * engine.get("copies", 1)
+
+
+def respects_taints(cluster: dict, spec: dict, status: str) -> None:
+    tolerated = {t["key"] for t in spec["template"]["spec"].get("tolerations", [])}
+    for taint in cluster.get("taints", []):
+        if taint["key"] in tolerated:
+            continue
+        assert taint["effect"] != "NoExecute", f"a replica stays under untolerated {taint}"
+        assert status == "retained", f"a new replica placed under untolerated {taint}"
 
 
 def removed_identities(result) -> set:
@@ -146,7 +197,7 @@ def test_invariants_hold_through_edit_sequences(config, steps):
     config = {"inferenceClasses": CLASSES, **config}
     fleet = load_fleet(copy.deepcopy(config))
     result = schedule(fleet)
-    check(result, PlacementDocument(), fleet)
+    check(result, PlacementDocument(), fleet, config)
     check_spread(result, fleet)
     assert schedule(fleet).document() == result.document()
     for edit in steps:
@@ -154,8 +205,11 @@ def test_invariants_hold_through_edit_sequences(config, steps):
         previous = PlacementDocument.model_validate(result.document().model_dump(by_alias=True))
         fleet = load_fleet(copy.deepcopy(config))
         result = schedule(fleet, previous)
-        check(result, previous, fleet)
+        check(result, previous, fleet, config)
         assert schedule(fleet, previous).document() == result.document(), "same input, different output"
+        reversed_previous = PlacementDocument.model_validate(
+            {**previous.model_dump(by_alias=True), "replicas": list(previous.model_dump(by_alias=True)["replicas"])[::-1]})
+        assert schedule(fleet, reversed_previous).document() == result.document(), "previous order changed the plan"
         again = schedule(fleet, PlacementDocument.model_validate(result.document().model_dump(by_alias=True)))
         assert [(r.cluster, r.index, r.name) for r in again.replicas()] == \
                [(r.cluster, r.index, r.name) for r in result.replicas()], "a stable placement moved on replan"

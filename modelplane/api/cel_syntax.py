@@ -7,6 +7,7 @@ cost) belongs to `modelplane.devices`, which parses with `parse_cel` from here.
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -44,19 +45,97 @@ def _parser() -> lark.Lark:
 
 def _literal_keywords(token: lark.Token) -> lark.Token:
     """`true` and `false` lex as identifiers in the grammar; make them literals (as cel-python does)."""
-    return lark.Token("BOOL_LIT", token.value) if token.value in ("true", "false") else token
+    return lark.Token.new_borrow_pos("BOOL_LIT", token.value, token) if token.value in ("true", "false") else token
 
 
 def parse_cel(expression: str) -> lark.Tree:
-    """Parse CEL; raises CelSyntaxError with line, column, a caret, and what was expected."""
+    """Parse CEL; raises CelSyntaxError with line, column, a caret, and what was expected.
+
+    Also refuses nesting deeper than MAX_NESTING, as cel-go's parser refuses deep recursion.
+    """
+    if len(expression) > MAX_CODE_POINTS:  # bounds the parse time too
+        raise CelSyntaxError(f"expression code point size exceeds limit: size: {len(expression)}, "
+                             f"limit {MAX_CODE_POINTS}")
     try:
-        return _parser().parse(expression)
+        tree = _parser().parse(expression)  # LALR: no Python recursion, however deep the input nests
     except UnexpectedInput as error:
         context = error.get_context(expression).rstrip("\n")
         raise CelSyntaxError(context, getattr(error, "line", None), getattr(error, "column", None),
                              _expected(error)) from None
     except RecursionError:
         raise CelSyntaxError("the expression nests too deeply") from None
+    depth, beyond = nesting(tree)
+    if beyond is not None:
+        raise CelSyntaxError(f"expression nests {depth} levels deep; at most {MAX_NESTING}",
+                             getattr(beyond.meta, "line", None), getattr(beyond.meta, "column", None))
+    return tree
+
+
+# cel-go's parser refuses more than 250 levels ("expression recursion limit exceeded: 250",
+# parser.maxRecursionDepth). modelplane.devices walks the tree recursively in Python, about three
+# frames per level against a default limit of 1000 shared with the caller (Pulumi, pytest), so we
+# stop at 100; real selectors nest fewer than 10 levels.
+MAX_NESTING = 100
+MAX_CODE_POINTS = 100_000  # cel-go's parser default (expressionSizeCodePointLimit)
+WRAPPERS = {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member",
+             "primary"}  # with one child they only pass it on (and so does paren_expr, counted as a level)
+_NOT_NODES = {"exprlist", "mapinits", "fieldinits", "relation_lt", "relation_le", "relation_gt", "relation_ge",
+              "relation_eq", "relation_ne", "relation_in", "addition_add", "addition_sub", "multiplication_mul",
+              "multiplication_div", "multiplication_mod"}  # argument lists and the operator half of a binary node
+
+
+def nesting(tree: lark.Tree) -> tuple[int, lark.Tree | None]:
+    """How deep the evaluated tree nests, and the first node beyond MAX_NESTING (None if within).
+
+    Counts what `modelplane.devices.cel_ast` builds, plus parentheses (cel-go counts those too):
+    a flat `&&`/`||` chain of n terms becomes a balanced tree, ceil(log2 n) levels, as in cel-go;
+    a run of the same unary operator (`!!!x`) is one level at most, as in cel-go. Iterative.
+    """
+    deepest, beyond = 0, None
+    stack: list[tuple[object, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        kids: list = node.children
+        if node.data in WRAPPERS and len(kids) == 1:
+            stack.append((kids[0], depth))
+            continue
+        if node.data in _NOT_NODES:
+            stack.extend((kid, depth) for kid in kids)
+            continue
+        if node.data in ("conditionalor", "conditionaland"):
+            kids = chain_terms(node)
+            depth += math.ceil(math.log2(len(kids)))
+        elif node.data == "unary":
+            run, operand = unary_run(node)
+            kids, depth = [operand], depth + run % 2
+        else:
+            depth += 1
+        deepest = max(deepest, depth)
+        if depth > MAX_NESTING and beyond is None:
+            beyond = node
+        stack.extend((kid, depth) for kid in reversed(kids))  # left to right: report the leftmost
+    return deepest, beyond
+
+
+def chain_terms(node: lark.Tree) -> list:
+    """The terms of a left-nested `a || b || c` (or `&&`) chain, left to right, without recursion."""
+    terms = []
+    while len(node.children) == 2:
+        terms.append(node.children[1])
+        node = node.children[0]
+    terms.append(node)  # the first term, still in its one-child wrapper
+    return terms[::-1]
+
+
+def unary_run(node: lark.Tree) -> tuple[int, lark.Tree]:
+    """`!!!x` -> (3, x): how many times the same unary operator repeats, and its operand."""
+    op, count = node.children[0].data, 0
+    while isinstance(node, lark.Tree) and node.data == "unary" and len(node.children) == 2 \
+            and node.children[0].data == op:
+        count, node = count + 1, node.children[1]
+    return count, node
 
 
 _PUNCTUATION = {"RPAR": "')'", "RSQB": "']'", "RBRACE": "'}'", "COMMA": "','", "COLON": "':'", "DOT": "'.'",
@@ -85,6 +164,8 @@ def cel_syntax_problem(expression: str) -> str | None:
     except CelSyntaxError as error:
         where = f" at line {error.line}, column {error.column}" if error.line is not None else ""
         expected = f": {error.expected}" if error.expected else ""
-        context = "\n      " + str(error).replace("\n", "\n      ") if str(error) else ""
+        message = str(error)  # a caret context (several lines), or one line of its own
+        context = ("\n      " + message.replace("\n", "\n      ") if "\n" in message else f": {message}") \
+            if message else ""
         return f"CEL syntax error{where}{expected}{context}"
     return None

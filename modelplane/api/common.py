@@ -9,6 +9,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import core_schema
 
 from . import syntax
+from .errors import shown
 
 PathPart = str | int
 
@@ -51,7 +52,7 @@ class Rules:
     def unique_names(self, list_field: str, items: Iterable[Any], noun: str, scope: str = "") -> None:
         """Every item of `list_field` has its own `.name` (the reference's list-map keys)."""
         for i, name in duplicates(item.name for item in items):
-            self.fail([list_field, i, "name"], f"{noun} '{name}' is listed twice; {noun} names must be unique{scope}")
+            self.fail([list_field, i, "name"], f"{noun} {shown(name)} is listed twice; {noun} names must be unique{scope}")
 
     def raise_if_any(self) -> None:
         if self.problems:
@@ -78,6 +79,7 @@ class SecretValue:
     """
 
     __slots__ = ("plaintext", "ciphertext", "declared_secure")
+    shown_as = "a secret value"  # what a message says instead of the value
 
     def __init__(self, plaintext: str | None = None, *, ciphertext: str | None = None, declared_secure: bool = True):
         self.plaintext = plaintext
@@ -103,6 +105,9 @@ class SecretValue:
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         def coerce(value: Any) -> "SecretValue":
             if isinstance(value, SecretValue):
+                if value.plaintext is None and not value.ciphertext:
+                    raise ValueError("is a `secure:` entry without ciphertext; set the secret again: "
+                                     "`pulumi config set --secret --path '<this path>' <value>`")
                 return value
             if isinstance(value, str) and value:
                 # Plain text here means the program received a decrypted value, or a stack file
@@ -129,6 +134,8 @@ DnsSubdomain = Annotated[str, AfterValidator(_checked(syntax.dns_subdomain_probl
 Quantity = Annotated[str, Field(min_length=1, max_length=32), AfterValidator(_checked(syntax.quantity_problem))]
 LabelValue = Annotated[str, AfterValidator(_checked(syntax.label_value_problem))]
 QualifiedName = Annotated[str, AfterValidator(_checked(syntax.qualified_name_problem))]
+# Free text that ends up in a manifest, a command or a chart (an image, a version, a region).
+SingleLine = Annotated[str, AfterValidator(_checked(syntax.single_line_problem))]
 
 
 def _label_map(reserved: bool, value_max: int, value_check: bool) -> Callable[[dict[str, str]], dict[str, str]]:
@@ -155,7 +162,7 @@ Labels = Annotated[dict[str, str], Field(max_length=64), AfterValidator(_label_m
 UserLabels = Annotated[dict[str, str], Field(max_length=32), AfterValidator(_label_map(True, 63, True))]
 UserAnnotations = Annotated[dict[str, str], Field(max_length=32), AfterValidator(_label_map(True, 8192, False))]
 # Selectors only need well-formed keys and values.
-MatchLabels = Annotated[dict[str, str], AfterValidator(_label_map(False, 63, True))]
+MatchLabels = Annotated[dict[str, str], Field(max_length=64), AfterValidator(_label_map(False, 63, True))]
 
 
 class LabelSelector(ApiModel):
@@ -169,6 +176,23 @@ class LocalRef(ApiModel):
     name: str = Field(min_length=1)
 
 
+class Unreadable:
+    """A value that could not be read (a number too large for any field, JSON nested too deeply).
+
+    The reader that made it has already reported why; validation skips errors about it, so one
+    mistake is reported once.
+    """
+
+    __slots__ = ("reason",)
+    shown_as = "a value that could not be read"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Unreadable({self.reason!r})"
+
+
 def decode_top_level(value: Any) -> Any:
     """Pulumi stores `pulumi config set key '{"a": 1}'` (without --path) as a JSON string."""
     if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
@@ -176,4 +200,8 @@ def decode_top_level(value: Any) -> Any:
             return json.loads(value)
         except json.JSONDecodeError:
             return value
+        except RecursionError:
+            return Unreadable("is JSON nested too deeply to read; stack config nests about 20 levels")
+        except ValueError:  # an integer literal past Python's 4300-digit conversion limit
+            return Unreadable("is JSON holding a number too large to read; no field takes a number this large")
     return value

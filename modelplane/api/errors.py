@@ -2,14 +2,85 @@
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 CONFIG_NAMESPACE = "modelplane"
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 PathPart = str | int
+
+SHOWN_TEXT_LIMIT = 48  # characters of a value echoed in a message
+MAX_KEY_SHOWN = 320  # a label key can be 317 characters (253 prefix + '/' + 63 name)
+_MAX_INT_SHOWN = 10**40
+HIDDEN_NOTE = "not shown: this config key holds secrets; `modelplane validate` shows it"
+
+# Set while validating config that may hold decrypted secrets anywhere (a Pulumi config key the
+# engine marks secret): then no text value is echoed in a message, only described.
+_HIDE_TEXT: ContextVar[bool] = ContextVar("modelplane_hide_text", default=False)
+
+
+@contextmanager
+def text_hidden(hide: bool = True) -> Iterator[None]:
+    token = _HIDE_TEXT.set(hide or _HIDE_TEXT.get())
+    try:
+        yield
+    finally:
+        _HIDE_TEXT.reset(token)
+
+
+def shown(value: Any, limit: int = SHOWN_TEXT_LIMIT) -> str:
+    """A user's value as it may appear in a message: one short line, quoted text, YAML words.
+
+    Text is cut to `limit` characters and escaped (a newline shows as \\n), numbers too long to
+    read are described, and while `text_hidden()` is in force text is never shown at all.
+    """
+    if value is None or isinstance(value, bool):
+        return {True: "true", False: "false", None: "null"}[value]
+    if (description := getattr(type(value), "shown_as", None)) is not None:
+        return description  # a secret, or a value the file reader already refused
+    if isinstance(value, int):
+        if -_MAX_INT_SHOWN < value < _MAX_INT_SHOWN:
+            return str(value)
+        digits = int(value.bit_length() * 0.30103) + 1  # never str(): it fails past 4300 digits
+        return f"a number of about {digits:,} digits"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        if _HIDE_TEXT.get():
+            return f"text of {len(value):,} characters ({HIDDEN_NOTE})"
+        return quoted(value, limit)
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__
+
+
+def quoted(text: str, limit: int = SHOWN_TEXT_LIMIT) -> str:
+    """`'text'` on one line: control characters escaped, cut after `limit` characters."""
+    if len(text) <= limit:
+        return repr(text)
+    head = repr(text[:limit])
+    return f"{head[:-1]}...{head[-1]} ({len(text):,} characters)"
+
+
+def _key_text(key: str) -> str:
+    """A mapping key inside `["..."]`: escaped like JSON, so a newline or a quote stays visible."""
+    body = key if len(key) <= MAX_KEY_SHOWN else key[:MAX_KEY_SHOWN]
+    escaped = "".join(_escape(c) for c in body)
+    return escaped + (f"...({len(key):,} characters)" if len(key) > MAX_KEY_SHOWN else "")
+
+
+def _escape(char: str) -> str:
+    if char in ('"', "\\"):
+        return "\\" + char
+    if char.isprintable():
+        return char
+    return repr(char)[1:-1]
 
 
 def format_path(parts: Sequence[PathPart]) -> str:
@@ -22,10 +93,10 @@ def format_path(parts: Sequence[PathPart]) -> str:
     for i, part in enumerate(parts):
         if isinstance(part, int):
             text += f"[{part}]"
-        elif _PLAIN_KEY.match(part):
+        elif _PLAIN_KEY.fullmatch(part):
             text += part if i == 0 else f".{part}"
         else:
-            text += f'["{part}"]'
+            text += f'["{_key_text(part)}"]'
     return text
 
 

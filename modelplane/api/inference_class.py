@@ -6,7 +6,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from . import syntax
-from .common import ApiModel, DnsSubdomain, Quantity, Rules
+from .common import ApiModel, DnsSubdomain, Quantity, Rules, SingleLine
+from .errors import shown
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -14,26 +15,30 @@ ProviderName = Literal["GKE", "EKS", "AKS"]
 
 
 class Accelerator(ApiModel):
-    type: str = Field(min_length=1, max_length=63)
+    type: SingleLine = Field(min_length=1, max_length=63)
     count: int = Field(ge=1, le=16)
 
 
+# A node's boot disk: the reference's 10..65536 GB (65,536 GB is also GKE's and EBS gp3's largest volume).
+MAX_DISK_GB = 65536
+
+
 class GKEProvisioning(ApiModel):
-    machine_type: str = Field(min_length=1)
+    machine_type: SingleLine = Field(min_length=1, max_length=128)
     accelerator: Accelerator
-    disk_size_gb: int = Field(default=100, ge=10)
+    disk_size_gb: int = Field(default=100, ge=10, le=MAX_DISK_GB)
 
 
 class EKSProvisioning(ApiModel):
-    instance_type: str = Field(min_length=1)
+    instance_type: SingleLine = Field(min_length=1, max_length=128)
     accelerator: Accelerator  # informational: the instance family decides the GPU
-    disk_size_gb: int = Field(default=100, ge=10)
+    disk_size_gb: int = Field(default=100, ge=10, le=MAX_DISK_GB)
 
 
 class AKSProvisioning(ApiModel):
-    vm_size: str = Field(min_length=1)
+    vm_size: SingleLine = Field(min_length=1, max_length=128)
     accelerator: Accelerator
-    disk_size_gb: int = Field(default=100, ge=10)
+    disk_size_gb: int = Field(default=100, ge=10, le=MAX_DISK_GB)
 
 
 class Provisioning(ApiModel):
@@ -100,7 +105,7 @@ class CapacityValue(ApiModel):
 class DeviceSpec(ApiModel):
     """One kind of device on every node of a pool, as a DRA driver would publish it in a ResourceSlice."""
 
-    name: str = Field(min_length=1, max_length=63)
+    name: SingleLine = Field(min_length=1, max_length=63)
     claim: Literal["DRA", "Synthetic"] = "DRA"
     driver: DnsSubdomain = Field(min_length=1, max_length=63)
     device_class_name: DnsSubdomain | None = Field(default=None, min_length=1, max_length=253)
@@ -124,7 +129,7 @@ class DeviceSpec(ApiModel):
                 full = f"{domain or self.driver}/{ident}"
                 if full in qualified:
                     rules.fail([section, key], f"is the same {section[:-1] if section == 'attributes' else section} as "
-                               f"'{qualified[full]}' (short names live under the driver's domain '{self.driver}'); keep one")
+                               f"{shown(qualified[full])} (short names live under the driver's domain '{self.driver}'); keep one")
                 qualified[full] = key
         for key, cap in self.capacity.items():
             rules.check(not syntax.is_negative_quantity(cap.value), ["capacity", key, "value"], "must not be negative")

@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import ApiModel, Labels, LabelValue, QualifiedName, RuleViolation, Rules, SecretValue, duplicates
+from .common import (ApiModel, DnsSubdomain, Labels, LabelValue, QualifiedName, RuleViolation, Rules, SecretValue,
+                     SingleLine, duplicates)
+from .errors import shown
 from .serving_stack import ServingStackConfig
 
 # kind node image for the demo: Kubernetes >= 1.34.2 (the 1.34.0 kubelet DRA deadlock is fixed),
@@ -19,8 +21,13 @@ DEFAULT_KIND_NODE_IMAGE = (
 SourceName = Literal["Existing", "Kind", "EKS", "GKE", "AKS"]
 _UNSUPPORTED_SOURCES = {"Nebius", "Vultr"}
 
-_AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
-_KIND_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_AKS_POOL_NAME = re.compile(r"[a-z][a-z0-9]{0,11}")  # matched with fullmatch, as every name grammar
+_KIND_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+# Nodes in one pool: AKS caps an agent pool at 1,000 nodes and GKE a node pool at 1,000 per zone
+# (nodeCount is the pool's total here); EKS's managed node groups default to 450, raisable by
+# quota. Beyond 1,000 no cloud provisions the pool, and a kind pool would be 1,000 containers.
+MAX_POOL_NODES = 1000
 
 
 def _cidr(value: str) -> str:
@@ -33,14 +40,14 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 
 
 class CacheStorage(ApiModel):
-    storage_class_name: str = Field(min_length=1, max_length=253)
+    storage_class_name: DnsSubdomain = Field(min_length=1, max_length=253)
 
 
 class ExistingSource(ApiModel):
     """A cluster you already run, reached through a kubeconfig kept as a Pulumi secret."""
 
     kubeconfig: SecretValue
-    context: str | None = Field(default=None, min_length=1)
+    context: SingleLine | None = Field(default=None, min_length=1)
     cache: CacheStorage | None = None  # an RWX StorageClass, needed only for ModelCache
 
 
@@ -48,14 +55,14 @@ class KindSource(ApiModel):
     """A local kind cluster, created with `kind create cluster` through pulumi-command."""
 
     cluster_name: str | None = Field(default=None, min_length=1, max_length=40)  # default: the cluster's name
-    node_image: str = Field(default=DEFAULT_KIND_NODE_IMAGE, min_length=1)
+    node_image: SingleLine = Field(default=DEFAULT_KIND_NODE_IMAGE, min_length=1)
 
     @model_validator(mode="after")
     def _kind_name(self) -> "KindSource":
         rules = Rules()
         if self.cluster_name is not None:
-            rules.check(bool(_KIND_NAME.match(self.cluster_name)), ["clusterName"],
-                        f"'{self.cluster_name}' is not a valid kind cluster name: lower-case letters, digits, '-' and '.', "
+            rules.check(bool(_KIND_NAME.fullmatch(self.cluster_name)), ["clusterName"],
+                        f"{shown(self.cluster_name)} is not a valid kind cluster name: lower-case letters, digits, '-' and '.', "
                         "starting and ending with a letter or digit")
         rules.raise_if_any()
         return self
@@ -68,8 +75,8 @@ class EKSNetworking(ApiModel):
 
 
 class EKSSource(ApiModel):
-    region: str = Field(min_length=1, max_length=32)
-    kubernetes_version: str = "1.36"
+    region: SingleLine = Field(min_length=1, max_length=32)
+    kubernetes_version: SingleLine = "1.36"
     networking: EKSNetworking = Field(default_factory=EKSNetworking)
 
 
@@ -80,9 +87,9 @@ class GKENetworking(ApiModel):
 
 
 class GKESource(ApiModel):
-    region: str = Field(min_length=1, max_length=32)
-    project: str | None = Field(default=None, min_length=1)  # default: the gcp:project config
-    kubernetes_version: str = "1.35"
+    region: SingleLine = Field(min_length=1, max_length=32)
+    project: SingleLine | None = Field(default=None, min_length=1)  # default: the gcp:project config
+    kubernetes_version: SingleLine = "1.35"
     networking: GKENetworking = Field(default_factory=GKENetworking)
 
 
@@ -92,9 +99,9 @@ class AKSNetworking(ApiModel):
 
 
 class AKSSource(ApiModel):
-    location: str = Field(min_length=1, max_length=32)
-    resource_group_name: str | None = Field(default=None, min_length=1, max_length=90)
-    kubernetes_version: str = "1.34"
+    location: SingleLine = Field(min_length=1, max_length=32)
+    resource_group_name: SingleLine | None = Field(default=None, min_length=1, max_length=90)
+    kubernetes_version: SingleLine = "1.34"
     networking: AKSNetworking = Field(default_factory=AKSNetworking)
 
 
@@ -145,11 +152,12 @@ class Taint(ApiModel):
 
 
 class CapacityBlock(ApiModel):
+    # pydantic matches `pattern` with Rust's regex, where `$` is the end of the text ("cr-1\n" fails; tested)
     capacity_reservation_id: str = Field(min_length=4, max_length=64, pattern=r"^cr-[0-9a-f]+$")
 
 
 class InfiniBand(ApiModel):
-    fabric: str = Field(min_length=1, max_length=63)
+    fabric: SingleLine = Field(min_length=1, max_length=63)
 
 
 class Fabric(ApiModel):
@@ -167,11 +175,11 @@ class Fabric(ApiModel):
 
 class NodePool(ApiModel):
     name: LabelValue = Field(min_length=1, max_length=40)  # becomes the node label modelplane.ai/pool=<name>
-    class_name: str = Field(min_length=1, max_length=253)
-    node_count: int = Field(default=1, ge=0)
-    min_node_count: int | None = Field(default=None, ge=0)
-    max_node_count: int | None = Field(default=None, ge=1)
-    zones: list[str] | None = None
+    class_name: SingleLine = Field(min_length=1, max_length=253)
+    node_count: int = Field(default=1, ge=0, le=MAX_POOL_NODES)
+    min_node_count: int | None = Field(default=None, ge=0, le=MAX_POOL_NODES)
+    max_node_count: int | None = Field(default=None, ge=1, le=MAX_POOL_NODES)
+    zones: list[Annotated[SingleLine, Field(min_length=1, max_length=63)]] | None = Field(default=None, max_length=16)
     capacity_block: CapacityBlock | None = None
     fabric: Fabric | None = None
 
@@ -186,7 +194,7 @@ class NodePool(ApiModel):
         if high is not None:
             rules.check(self.node_count <= high, ["nodeCount"], f"must not exceed maxNodeCount ({self.node_count} > {high})")
         for i, zone in duplicates(self.zones or []):
-            rules.fail(["zones", i], f"zone '{zone}' is listed twice")
+            rules.fail(["zones", i], f"zone {shown(zone)} is listed twice")
         rules.raise_if_any()
         return self
 
@@ -198,7 +206,7 @@ class NodePool(ApiModel):
 class InferenceCluster(ApiModel):
     labels: Labels = Field(default_factory=dict)  # what clusterSelector.matchLabels matches
     cluster: ClusterSource
-    taints: list[Taint] = Field(default_factory=list)
+    taints: list[Taint] = Field(default_factory=list, max_length=64)
     node_pools: list[NodePool] = Field(default_factory=list, min_length=1, max_length=8)  # leave out for none
     serving_stack: ServingStackConfig | None = None  # per-cluster overrides of modelplane:servingStack
 
@@ -215,8 +223,8 @@ class InferenceCluster(ApiModel):
                 rules.check(pool.name != "system", at + ["name"],
                             "'system' is the name of the non-GPU pool every provisioned cluster gets; choose another")
             if source == "AKS":
-                rules.check(bool(_AKS_POOL_NAME.match(pool.name)), at + ["name"],
-                            f"'{pool.name}' is not a valid AKS agent pool name: 1-12 lower-case letters and digits, starting with a letter")
+                rules.check(bool(_AKS_POOL_NAME.fullmatch(pool.name)), at + ["name"],
+                            f"{shown(pool.name)} is not a valid AKS agent pool name: 1-12 lower-case letters and digits, starting with a letter")
             if source == "EKS":
                 rules.check(bool(pool.zones), at + ["zones"],
                             "is required on EKS: GPU instance types exist only in some zones (e.g. [us-east-1a])")
@@ -226,7 +234,7 @@ class InferenceCluster(ApiModel):
                 if pool.zones and self.cluster.gke:
                     for z, zone in enumerate(pool.zones):
                         rules.check(zone.startswith(self.cluster.gke.region + "-"), at + ["zones", z],
-                                    f"zone '{zone}' is not in region {self.cluster.gke.region}")
+                                    f"zone {shown(zone)} is not in region {self.cluster.gke.region}")
             if source == "AKS" and pool.zones:
                 rules.check(len(pool.zones) <= 3, at + ["zones"], "AKS takes at most 3 zones (e.g. ['1', '2', '3'])")
             if pool.capacity_block is not None:

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import ApiModel, DnsLabel, Rules
+from .common import ApiModel, DnsLabel, Rules, SingleLine
 from .inference_cluster import ClusterSource
 
 
@@ -19,11 +19,11 @@ def _ip_range(value: str) -> str:
 class MetalLB(ApiModel):
     # On Kind clusters leave it out: the pool is computed inside the kind Docker network's subnet.
     address_pool: Annotated[str, AfterValidator(_ip_range)] | None = None
-    version: str = "0.14.9"
+    version: SingleLine = "0.14.9"
 
 
 class Traefik(ApiModel):
-    version: str = Field(min_length=1)  # the Traefik Helm chart version, e.g. "40.2.0"
+    version: SingleLine = Field(min_length=1)  # the Traefik Helm chart version, e.g. "40.2.0"
     load_balancer: Literal["MetalLB"] | None = None
     metallb: MetalLB | None = None
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Collection, Literal, Mapping
 
 from pydantic import BaseModel, ValidationError
 
 from . import syntax
 from .cel_syntax import cel_syntax_problem
-from .common import SecretValue, decode_top_level
-from .errors import ConfigError, ConfigIssue, PathPart
+from .common import SecretValue, Unreadable, decode_top_level
+from .errors import ConfigError, ConfigIssue, PathPart, shown, text_hidden
 from .fleet import Fleet, NamespacedName
 from .inference_class import InferenceClass
 from .inference_cluster import InferenceCluster
@@ -29,6 +29,10 @@ from .serving_stack import ServingStackConfig
 Origin = Literal["stack-file", "pulumi"]
 
 _RESERVED_NAMESPACES = {"modelplane-system", "kube-system", "kube-public", "kube-node-lease"}
+
+# Past this many errors validation stops: a broken file of 300,000 objects would otherwise take
+# minutes to list errors nobody reads. Fixing the first ones and validating again shows the rest.
+MAX_ISSUES = 1000
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,15 @@ SelectorCheck = Callable[[str], "str | None"]
 
 
 def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file",
-               selector_problem: SelectorCheck = cel_syntax_problem) -> Fleet:
+               selector_problem: SelectorCheck = cel_syntax_problem, secret_keys: Collection[str] = ()) -> Fleet:
     """Validate `config` (keys without the `modelplane:` prefix) into a Fleet.
 
     Raises ConfigError with every issue found; each entity is validated on its own, so one bad
     deployment does not hide the problems of another. `selector_problem` judges each device
     selector; this layer only checks CEL syntax, `modelplane.devices` passes a full compiler.
+
+    `secret_keys` are the keys Pulumi marks secret (some leaf was set with `--secret`); their values
+    arrive decrypted, with no mark on which leaf was the secret, so messages about them show no text.
     """
     issues: list[ConfigIssue] = []
     parsed: dict[str, Any] = {}
@@ -90,9 +97,14 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file",
             parsed[key] = None if spec.scope == "single" else {}
             continue
         before = len(issues)
-        parsed[key] = _parse_kind(key, spec, value, issues, broken)
+        with text_hidden(key in secret_keys):
+            parsed[key] = _parse_kind(key, spec, value, issues, broken)
         if len(issues) > before and not parsed[key]:
             broken.add((key, ANY))  # the whole key is unusable: don't report what refers into it
+        if len(issues) >= MAX_ISSUES:
+            issues.append(ConfigIssue((key,), f"validation stopped after {MAX_ISSUES:,} errors; the rest of the "
+                                              "config was not checked: fix these and validate again"))
+            raise ConfigError(issues)
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken, selector_problem)
     issues += errors
@@ -104,6 +116,9 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file",
 
 
 def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue], broken: set[tuple[str, Any]]) -> Any:
+    if isinstance(value, Unreadable):
+        issues.append(ConfigIssue((key,), value.reason))
+        return None if spec.scope == "single" else {}
     if isinstance(value, SecretValue):
         issues.append(ConfigIssue((key,), "is encrypted as a whole; encrypt only the secret leaves "
                                           "(`pulumi config set --secret --path 'modelplane:<key>.<...>.kubeconfig'`)"))
@@ -116,7 +131,11 @@ def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue],
         return {}
     result: dict[Any, Any] = {}
     for outer, inner in value.items():
-        outer = str(outer)
+        if len(issues) >= MAX_ISSUES:
+            break
+        if not _key_is_text(outer, (key,), issues):
+            broken.add((key, ANY) if spec.scope == "namespaced" else (key, str(outer)))
+            continue
         if spec.scope == "cluster":
             _parse_entity(spec, spec.name_problem, (key, outer), outer, inner, result, issues, broken)
             continue
@@ -124,7 +143,11 @@ def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue],
             broken.add((key, ANY))
         elif isinstance(inner, Mapping):
             for name, body in inner.items():
-                name = str(name)
+                if len(issues) >= MAX_ISSUES:
+                    break
+                if not _key_is_text(name, (key, outer), issues):
+                    broken.add((key, ANY))
+                    continue
                 _parse_entity(spec, spec.name_problem, (key, outer, name), NamespacedName(outer, name), body,
                               result, issues, broken)
         elif inner is not None:
@@ -144,10 +167,21 @@ def _parse_entity(spec: KindSpec, name_problem: Callable[[str], str | None] | No
     broken.add((path[0], identity))
 
 
+def _key_is_text(name: Any, parent: tuple[PathPart, ...], issues: list[ConfigIssue]) -> bool:
+    """Names are text. A number (or true, null...) as a key would be turned into text silently, and
+    `123` and `"123"` would then be one namespace with one of its objects dropped."""
+    if isinstance(name, str):
+        return True
+    text = shown(name) if isinstance(name, (bool, int, float, type(None))) else type(name).__name__
+    issues.append(ConfigIssue(parent + (text,), f"key must be a string (got {text}); quote it in YAML (\"{text}\"), "
+                                                "or the key would silently become text and may clash with another"))
+    return False
+
+
 def _name_ok(problem: Callable[[str], str | None] | None, name: str, path: tuple, issues: list[ConfigIssue]) -> bool:
     message = problem(name) if problem else None
     if message:
-        issues.append(ConfigIssue(path, f"invalid name '{name}': {message}"))
+        issues.append(ConfigIssue(path, f"invalid name {shown(name)}: {message}"))
     return message is None
 
 
@@ -171,8 +205,9 @@ def _plaintext_secrets(config: Mapping[str, Any]) -> list[ConfigIssue]:
     """Secret-typed fields written in plain text in a stack file (they would be committed unencrypted)."""
     found = []
     secret_fields = {"kubeconfig", "token"}
-
-    def walk(value: Any, path: tuple[PathPart, ...]) -> None:
+    todo: list[tuple[Any, tuple[PathPart, ...]]] = [(config, ())]
+    while todo:  # iterative: config handed in by a program may nest deeper than Python recurses
+        value, path = todo.pop()
         if isinstance(value, Mapping):
             for k, v in value.items():
                 if k in ("labels", "matchLabels", "annotations"):
@@ -180,10 +215,7 @@ def _plaintext_secrets(config: Mapping[str, Any]) -> list[ConfigIssue]:
                 if k in secret_fields and isinstance(v, str):
                     found.append(ConfigIssue(path + (k,), "is stored in plain text in the stack file; encrypt it: "
                                              "`pulumi config set --secret --path '<this path>' <value>`"))
-                walk(v, path + (k,))
+                todo.append((v, path + (k,)))
         elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, path + (i,))
-
-    walk(config, ())
+            todo.extend((v, path + (i,)) for i, v in enumerate(value))
     return found

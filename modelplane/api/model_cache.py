@@ -6,22 +6,23 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from .common import ApiModel, LabelSelector, Rules, SecretValue
+from .common import ApiModel, LabelSelector, Rules, SecretValue, SingleLine
+from .errors import shown
 
 
-_REPO_ID = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_REPO_ID = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}")  # fullmatch
 
 
 def _repo_id(value: str) -> str:
-    if not _REPO_ID.match(value) or ".." in value:
-        raise ValueError(f"'{value}' is not a Hugging Face repo id: 'owner/name' such as 'Qwen/Qwen3-8B' "
+    if not _REPO_ID.fullmatch(value) or ".." in value:
+        raise ValueError(f"{shown(value)} is not a Hugging Face repo id: 'owner/name' such as 'Qwen/Qwen3-8B' "
                          "(letters, digits, '-', '_' and '.')")
     return value
 
 
 class HuggingFaceSource(ApiModel):
     repo: Annotated[str, AfterValidator(_repo_id)]
-    revision: str | None = Field(default=None, min_length=1)
+    revision: SingleLine | None = Field(default=None, min_length=1)
     token: SecretValue | None = None  # copied to each cluster as a Secret for the hydration Job
     size_gib: int = Field(ge=1, le=100_000, alias="sizeGiB")
 

@@ -1,15 +1,18 @@
 """ModelDeployment: what an ML team wants served, and on what hardware, in DRA-style CEL."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import ApiModel, DnsLabel, LabelSelector, LocalRef, Rules, UserAnnotations, UserLabels, duplicates
+from .common import (ApiModel, DnsLabel, DnsSubdomain, LabelSelector, LocalRef, Rules, SingleLine, UserAnnotations,
+                     UserLabels, _checked, duplicates)
+from .errors import shown
 
 ENGINE_CONTAINER = "engine"
 MAX_CEL_LENGTH = 10240
+MAX_LIST = 1024  # command, args, env: far beyond any engine's, and it keeps a broken list's errors few
 
 Role = Literal["Standalone", "Leader", "Worker"]
 
@@ -66,15 +69,19 @@ class WorkerSpec(ApiModel):
     nodes: int = Field(ge=1, le=63)  # worker pods, one per node
 
 
+ConfigKey = Annotated[str, AfterValidator(_checked(syntax.config_key_problem))]
+EnvVarName = Annotated[str, AfterValidator(_checked(syntax.env_var_name_problem))]
+
+
 class SecretKeySelector(ApiModel):
-    name: str = Field(min_length=1)
-    key: str = Field(min_length=1)
+    name: DnsSubdomain = Field(min_length=1)
+    key: ConfigKey = Field(min_length=1)
     optional: bool | None = None
 
 
 class FieldSelector(ApiModel):
-    field_path: str = Field(min_length=1)
-    api_version: str | None = None
+    field_path: SingleLine = Field(min_length=1)
+    api_version: SingleLine | None = None
 
 
 class EnvVarSource(ApiModel):
@@ -96,7 +103,7 @@ def _snake(camel: str) -> str:
 
 
 class EnvVar(ApiModel):
-    name: str = Field(min_length=1)
+    name: EnvVarName = Field(min_length=1)
     value: str | None = None
     value_from: EnvVarSource | None = None
 
@@ -110,33 +117,33 @@ class EnvVar(ApiModel):
 
 class Container(ApiModel):
     name: str = Field(min_length=1)
-    image: str = Field(min_length=1)
-    command: list[str] | None = None
-    args: list[str] | None = None
-    env: list[EnvVar] | None = None
+    image: SingleLine = Field(min_length=1)
+    command: list[str] | None = Field(default=None, max_length=MAX_LIST)
+    args: list[str] | None = Field(default=None, max_length=MAX_LIST)
+    env: list[EnvVar] | None = Field(default=None, max_length=MAX_LIST)
 
     @model_validator(mode="after")
     def _env_unique(self) -> "Container":
         rules = Rules()
         for i, name in duplicates(e.name for e in self.env or []):
-            rules.fail(["env", i, "name"], f"variable '{name}' is set twice")
+            rules.fail(["env", i, "name"], f"variable {shown(name)} is set twice")
         rules.raise_if_any()
         return self
 
 
 class LocalObjectReference(ApiModel):
-    name: str = Field(min_length=1)
+    name: DnsSubdomain = Field(min_length=1)
 
 
 class PodSpec(ApiModel):
     containers: list[Container] = Field(min_length=1, max_length=1)
-    image_pull_secrets: list[LocalObjectReference] | None = None
+    image_pull_secrets: list[LocalObjectReference] | None = Field(default=None, max_length=64)
 
     @model_validator(mode="after")
     def _engine_container(self) -> "PodSpec":
         rules = Rules()
         rules.check(self.containers[0].name == ENGINE_CONTAINER, ["containers", 0, "name"],
-                    f"the one container must be named '{ENGINE_CONTAINER}' (got '{self.containers[0].name}')")
+                    f"the one container must be named '{ENGINE_CONTAINER}' (got {shown(self.containers[0].name)})")
         rules.raise_if_any()
         return self
 
@@ -218,7 +225,7 @@ class DeploymentSpec(ApiModel):
     cluster_selector: LabelSelector | None = None
     model_cache_ref: LocalRef | None = None
     serving: Serving | None = None
-    tolerations: list[Toleration] | None = None
+    tolerations: list[Toleration] | None = Field(default=None, max_length=64)
     engines: list[Engine] = Field(min_length=1, max_length=8)
 
     @model_validator(mode="after")

@@ -6,7 +6,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
 
-from .common import ApiModel, LabelSelector, MatchLabels, SecretValue, UserLabels
+from . import syntax
+from .common import ApiModel, LabelSelector, MatchLabels, SecretValue, UserLabels, _checked
+from .errors import shown
 
 
 class EndpointSelector(LabelSelector):
@@ -19,32 +21,58 @@ class ServiceEndpoint(ApiModel):
 
 
 class ModelService(ApiModel):
-    endpoints: list[ServiceEndpoint] = Field(min_length=1)
+    endpoints: list[ServiceEndpoint] = Field(min_length=1, max_length=64)
+
+
+def _url_shown(value: str) -> str:
+    """A URL for a message, without any `user:password@` part (a credential has no place in a message)."""
+    scheme, sep, rest = value.partition("://")
+    host, at, tail = rest.partition("@") if sep else ("", "", "")
+    if at and "/" not in host:
+        value = f"{scheme}://***@{tail}"
+    return shown(value)
+
+
+def _no_blanks(value: str) -> None:
+    """urlsplit silently drops tabs and newlines, so "https://host/\n" would pass and be used as written."""
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError(f"{_url_shown(value)} must not contain spaces, newlines or other control characters")
 
 
 def _http_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"'{value}' must be an http:// or https:// URL with a host (e.g. https://api.together.xyz/)")
+    _no_blanks(value)
+    try:
+        parts = urlsplit(value)
+        hostname = parts.hostname
+    except ValueError:  # e.g. an unbalanced '[' in the host
+        hostname = None
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not hostname:
+        raise ValueError(f"{_url_shown(value)} must be an http:// or https:// URL with a host (e.g. https://api.together.xyz/)")
     try:
         _ = parts.port  # raises on a malformed port
     except ValueError:
-        raise ValueError(f"'{value}' has an invalid port") from None
+        raise ValueError(f"{_url_shown(value)} has an invalid port") from None
     return value
 
 
 def _absolute_path(value: str) -> str:
+    _no_blanks(value)
     if not value.startswith("/"):
-        raise ValueError(f"'{value}' must start with '/' (e.g. '/' or '/v1/')")
+        raise ValueError(f"{shown(value)} must start with '/' (e.g. '/' or '/v1/')")
     return value
+
+
+def _scheme_problem(value: str) -> str | None:
+    return syntax.single_line_problem(value) or (syntax.http_header_problem(value) if value else None)
 
 
 class EndpointAuth(ApiModel):
     """A credential the front door adds to every request it forwards to this endpoint."""
 
     token: SecretValue
-    header: str = Field(default="Authorization", min_length=1)
-    scheme: str = "Bearer"  # the value sent is '<scheme> <token>'; '' sends the bare token
+    header: Annotated[str, AfterValidator(_checked(syntax.http_header_problem))] = "Authorization"
+    scheme: Annotated[str, AfterValidator(_checked(_scheme_problem))] = "Bearer"  # the value sent is '<scheme> <token>'; '' sends the bare token
 
 
 class ModelEndpoint(ApiModel):

@@ -8,9 +8,10 @@ import difflib
 from typing import Callable, Iterable
 
 from .cel_syntax import cel_syntax_problem
-from .errors import ConfigIssue
+from .errors import ConfigIssue, shown
 from .fleet import Fleet, NamespacedName
 from .model_deployment import ModelDeployment
+from .storage import rwx_storage_class
 
 DEPLOYMENT_LABEL = "modelplane.ai/deployment"
 CLUSTER_LABEL = "modelplane.ai/cluster"
@@ -29,6 +30,8 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     if close:
         return f"; did you mean '{close[0]}'?"
+    if len(known) > 20:  # a fleet may define thousands: name a few
+        return f"; known: {', '.join(known[:20])} and {len(known) - 20:,} more"
     return f"; known: {', '.join(known)}" if known else "; none are defined"
 
 
@@ -56,18 +59,18 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
             if cls is None:
                 if _is_broken(broken, "inferenceClasses", pool.class_name):
                     continue
-                errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' is not defined in "
+                errors.append(ConfigIssue(at + ("className",), f"InferenceClass {shown(pool.class_name)} is not defined in "
                                           f"modelplane:inferenceClasses{_did_you_mean(pool.class_name, fleet.inference_classes)}"))
                 continue
             if cluster.cluster.is_cloud:
                 prov = cls.provisioning
                 if prov is None or prov.provider != source:
                     has = f"it provisions on {prov.provider}" if prov else "it has no provisioning block"
-                    errors.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' cannot provision "
+                    errors.append(ConfigIssue(at + ("className",), f"InferenceClass {shown(pool.class_name)} cannot provision "
                                               f"node pools on {source} ({has}); add provisioning.provider: {source} with its "
                                               f"'{source.lower()}' block, or use another class"))
             if not cls.claimable:
-                warnings.append(ConfigIssue(at + ("className",), f"InferenceClass '{pool.class_name}' has only Synthetic "
+                warnings.append(ConfigIssue(at + ("className",), f"InferenceClass {shown(pool.class_name)} has only Synthetic "
                                             "devices: no engine can be placed on this pool (one DRA device is needed)"))
             if source in ("EKS", "AKS") and pool.min_node_count == 0:
                 warnings.append(ConfigIssue(at + ("minNodeCount",), f"{source}'s cluster autoscaler cannot scale a DRA GPU "
@@ -81,7 +84,7 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
             continue
         kind_name = source.kind.cluster_name or (path[-1] if len(path) == 2 else fleet.inference_gateway.cluster_name)
         if kind_name in kind_names:
-            errors.append(ConfigIssue(path + ("cluster", "kind", "clusterName"), f"kind cluster name '{kind_name}' is "
+            errors.append(ConfigIssue(path + ("cluster", "kind", "clusterName"), f"kind cluster name {shown(kind_name)} is "
                                       f"already used by {'.'.join(map(str, kind_names[kind_name]))}; give each kind cluster its own"))
         kind_names[kind_name] = path
 
@@ -89,7 +92,7 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
 def _check_gateway(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
     gateway = fleet.inference_gateway
     if gateway and gateway.cluster_name in fleet.inference_clusters:
-        errors.append(ConfigIssue(("inferenceGateway", "clusterName"), f"'{gateway.cluster_name}' is also an "
+        errors.append(ConfigIssue(("inferenceGateway", "clusterName"), f"{shown(gateway.cluster_name)} is also an "
                                   "InferenceCluster; the front door runs on its own cluster, give it another name"))
     if gateway is None and fleet.model_services and not _is_broken(broken, "inferenceGateway", None):
         first = min(fleet.model_services)
@@ -113,7 +116,7 @@ def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[C
                 hint = (f"; a ModelCache of that name exists in {', '.join(elsewhere)}, but the reference is to the "
                         f"deployment's own namespace" if elsewhere else
                         _did_you_mean(ref.name, [k.name for k in fleet.model_caches if k.namespace == key.namespace]))
-                errors.append(ConfigIssue(at + ("modelCacheRef", "name"), f"ModelCache '{ref.name}' is not defined in "
+                errors.append(ConfigIssue(at + ("modelCacheRef", "name"), f"ModelCache {shown(ref.name)} is not defined in "
                                           f"namespace '{key.namespace}'{hint}"))
             elif cache.cluster_selector and cache.cluster_selector.match_labels:
                 selector.update(cache.cluster_selector.match_labels)  # the cache wins on a clash, as upstream
@@ -182,7 +185,4 @@ def _check_caches(fleet: Fleet, warnings: list[ConfigIssue]) -> None:
 
 
 def _has_rwx_storage(fleet: Fleet, cluster: str) -> bool:
-    source = fleet.inference_clusters[cluster].cluster
-    if source.is_cloud:
-        return True
-    return source.source == "Existing" and source.existing is not None and source.existing.cache is not None
+    return rwx_storage_class(fleet.inference_clusters[cluster]) is not None

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import ApiModel, Rules
+from .common import ApiModel, DnsSubdomain, Rules, SingleLine
 
 
 class ServingStackVersions(ApiModel):
@@ -24,13 +24,13 @@ class ServingStackVersions(ApiModel):
 
 
 class Listener(ApiModel):
-    name: str = Field(min_length=1, max_length=63)
+    name: DnsSubdomain = Field(min_length=1, max_length=63)  # a Gateway API SectionName
     port: int = Field(ge=1, le=65535)
     protocol: Literal["HTTP", "TCP"]
 
 
 class GatewaySettings(ApiModel):
-    class_name: str = Field(default="envoy", min_length=1, max_length=63)
+    class_name: DnsSubdomain = Field(default="envoy", min_length=1, max_length=63)
     listeners: list[Listener] = Field(default_factory=lambda: [Listener(name="http", port=80, protocol="HTTP")],
                                       max_length=8)
 
@@ -48,9 +48,9 @@ class ServingStackConfig(ApiModel):
     A cluster's block is laid over the fleet-wide one field by field.
     """
 
-    versions: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, SingleLine] = Field(default_factory=dict, max_length=len(ServingStackVersions.model_fields))
     gateway: GatewaySettings | None = None
-    nvidia_driver_root: str | None = Field(default=None, max_length=512)
+    nvidia_driver_root: SingleLine | None = Field(default=None, max_length=512)
 
     @model_validator(mode="after")
     def _known_versions(self) -> "ServingStackConfig":

@@ -3,6 +3,12 @@
 `secure:` values stay encrypted (only the CLI can decrypt them) and become SecretValue
 placeholders; duplicate keys, which YAML would silently collapse, are errors; and every value
 remembers its line, so a config error can say which line to fix.
+
+The file is not trusted: it is read only if it is a regular file of at most 16 MiB, as strict
+UTF-8 without control characters, and parsed event by event (never recursively) with a bound on
+nesting and on the number of values. YAML aliases are refused (a billion-laughs file expands
+exponentially, and `pulumi config set` never writes an alias), as are merge keys, keys that are
+not text where names are expected, and numbers no field could take.
 """
 from __future__ import annotations
 
@@ -12,10 +18,30 @@ from typing import Any
 
 import yaml
 
-from .common import SecretValue, decode_top_level
-from .errors import CONFIG_NAMESPACE, ConfigIssue, PathPart, StackFileError
+from .common import SecretValue, Unreadable, decode_top_level
+from .errors import CONFIG_NAMESPACE, ConfigIssue, PathPart, StackFileError, quoted, shown
+from .textfile import read_text
 
 PROJECT_FILE = "Pulumi.yaml"
+
+# A fleet of 200 clusters and 2,000 deployments is about 2 MiB of stack file, 70,000 values; the
+# bounds leave room for several times that, and refuse what no real stack file holds.
+MAX_FILE_BYTES = 16 << 20
+MAX_DEPTH = 64  # the deepest stack config (a container's env valueFrom) nests about 20 levels
+MAX_INT_DIGITS = 100  # longer integers are refused unread; shorter ones meet each field's own bound
+MAX_VALUES = 500_000  # seven times the 70,000 values of a 200-cluster, 2,000-deployment stack file
+MAX_FILE_ISSUES = 1000  # duplicate keys and the like; past this the rest are counted, not listed
+_SIZE_NOTE = "a stack file for 200 clusters and 2,000 deployments is about 2 MiB"
+
+# libyaml when PyYAML has it (ten times faster); the pure-Python parser otherwise. Both stream events.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_INT_TAG = "tag:yaml.org,2002:int"
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_PLAIN_COLLECTION_TAGS = {None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+_TYPE_WORDS = {"tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number",
+               "tag:yaml.org,2002:bool": "true or false", "tag:yaml.org,2002:null": "null",
+               "tag:yaml.org,2002:timestamp": "a date"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +52,10 @@ class StackFile:
     issues: tuple[ConfigIssue, ...] = ()  # problems YAML itself would hide (duplicate keys)
 
     def line_of(self, path: tuple[PathPart, ...]) -> int | None:
-        """Line of the deepest existing value on `path` (a missing field points at its parent)."""
+        """Line of the deepest existing value on `path` (a missing field points at its parent).
+
+        A value on the same line as its parent is not recorded: the walk up finds that line.
+        """
         for end in range(len(path), 0, -1):
             if (line := self.lines.get(tuple(path[:end]))) is not None:
                 return line
@@ -42,30 +71,19 @@ def find_project_dir(start: Path) -> Path | None:
 
 def stack_file_path(stack: str, project_dir: Path) -> Path:
     """`<project>/<stackConfigDir>/Pulumi.<stack>.yaml`, as the Pulumi CLI resolves it."""
-    project = yaml.safe_load((project_dir / PROJECT_FILE).read_text()) or {}
-    config_dir = project.get("stackConfigDir") or "."
-    return project_dir / config_dir / f"Pulumi.{stack}.yaml"
+    path = project_dir / PROJECT_FILE
+    project, _, _ = parse_yaml(read_text(path, "project file", MAX_FILE_BYTES, error=StackFileError), path)
+    config_dir = project.get("stackConfigDir") if isinstance(project, dict) else None
+    if config_dir is not None and not isinstance(config_dir, str):
+        raise StackFileError(f"{path}: stackConfigDir must be a folder name (got {shown(config_dir)})")
+    return project_dir / (config_dir or ".") / f"Pulumi.{stack}.yaml"
 
 
 def read_stack_file(path: Path) -> StackFile:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise StackFileError(f"stack file {path} does not exist") from None
-    except OSError as error:
-        raise StackFileError(f"cannot read stack file {path}: {error.strerror}") from None
-    loader = yaml.SafeLoader(text)
-    issues: list[ConfigIssue] = []
-    lines: dict[tuple[PathPart, ...], int] = {}
-    try:
-        node = loader.get_single_node()
-        document = _build(loader, node, (), lines, issues) if node is not None else {}
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise StackFileError(f"{path} is not valid YAML{where}: {getattr(error, 'problem', error)}") from None
-    finally:
-        loader.dispose()
+    text = read_text(path, "stack file", MAX_FILE_BYTES, _SIZE_NOTE, error=StackFileError)
+    document, lines, issues = parse_yaml(text, path)
+    if document is None:
+        document = {}
     if not isinstance(document, dict):
         raise StackFileError(f"{path} must be a mapping with a 'config:' section")
     raw_config = document.get("config") or {}
@@ -83,28 +101,210 @@ def read_stack_file(path: Path) -> StackFile:
     return StackFile(path, config, config_lines, tuple(issues))
 
 
-def _build(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: dict, issues: list[ConfigIssue]) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        loader.flatten_mapping(node)  # resolves YAML merge keys (<<)
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if isinstance(key, (list, dict)):
-                key = str(key)
-            if key in result:
-                config_path = _config_path(path + (key,))
-                where = f" (line {key_node.start_mark.line + 1})"
-                if config_path:
-                    issues.append(ConfigIssue(config_path, f"is defined twice{where}; YAML keeps only the last, so merge "
-                                                           "the two or rename one"))
-            result[key] = _build(loader, value_node, path + (key,), lines, issues)
-        if set(result) == {"secure"} and isinstance(result["secure"], str):
-            return SecretValue(ciphertext=result["secure"])
-        return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(loader, item, path + (i,), lines, issues) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+def parse_yaml(text: str, path: Path) -> tuple[Any, dict[tuple, int], list[ConfigIssue]]:
+    """One YAML document -> (plain data, line of each value, issues under `config: modelplane:...`).
+
+    Raises StackFileError for what makes the file unusable (bad YAML, an alias, too deep, ...).
+    """
+    loader = _Loader(text)
+    try:
+        return _Builder(loader, path).build()
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or getattr(error, "reason", None) or "unreadable"
+        raise StackFileError(f"{path} is not valid YAML{where}: {_one_line(problem)}") from None
+    finally:
+        loader.dispose()
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+_NO_KEY = object()
+
+
+class _AllCharacters:
+    def __contains__(self, char: object) -> bool:
+        return True
+
+
+_ALL_CHARACTERS = _AllCharacters()
+
+
+class _Frame:
+    """An open mapping or sequence while the event stream is read."""
+
+    __slots__ = ("is_map", "value", "path", "line", "key", "key_lines")
+
+    def __init__(self, is_map: bool, path: tuple, line: int):
+        self.is_map, self.path, self.line = is_map, path, line
+        self.value: dict | list = {} if is_map else []
+        self.key: Any = _NO_KEY
+        self.key_lines: dict[Any, int] = {}  # line of each key, for "defined twice (first at line N)"
+
+
+class _Builder:
+    """Plain data from YAML events, iteratively: no recursion, so nesting cannot exhaust the stack."""
+
+    def __init__(self, loader: Any, path: Path):
+        self.loader, self.path = loader, path
+        self.lines: dict[tuple, int] = {}
+        self.issues: list[ConfigIssue] = []
+        self.unlisted = 0  # issues past MAX_FILE_ISSUES
+        self.values = 0
+        resolvers = loader.yaml_implicit_resolvers
+        # first characters of plain scalars that may resolve to something other than text
+        self.resolver_starts = set(resolvers) if None not in resolvers else _ALL_CHARACTERS
+
+    def issue(self, where: tuple, message: str) -> None:
+        if len(self.issues) < MAX_FILE_ISSUES:
+            self.issues.append(ConfigIssue(where, message))
+        else:
+            self.unlisted += 1
+
+    def fail(self, line: int, message: str) -> StackFileError:
+        return StackFileError(f"{self.path}:{line}: {message}")
+
+    def build(self) -> tuple[Any, dict[tuple, int], list[ConfigIssue]]:
+        loader = self.loader
+        loader.get_event()  # StreamStart
+        if loader.check_event(yaml.StreamEndEvent):
+            return None, self.lines, self.issues
+        loader.get_event()  # DocumentStart
+        document = self._node()
+        loader.get_event()  # DocumentEnd
+        if not loader.check_event(yaml.StreamEndEvent):
+            line = loader.peek_event().start_mark.line + 1
+            raise self.fail(line, "a second YAML document starts here ('---'); a stack file is one document")
+        if self.unlisted:
+            self.issues.append(ConfigIssue(self.issues[-1].path[:1], f"and {self.unlisted:,} more problems of this "
+                                                                     "kind in the file, not listed"))
+        return document, self.lines, self.issues
+
+    def _node(self) -> Any:
+        """Read one node (with everything inside it) from the event stream.
+
+        The hot loop of reading a large file: plain local names, one type test per event.
+        """
+        get_event, lines, stack = self.loader.get_event, self.lines, []
+        scalar, mapping_start, ends = yaml.ScalarEvent, yaml.MappingStartEvent, (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+        while True:
+            event = get_event()
+            kind = type(event)
+            if kind in ends:
+                frame = stack.pop()
+                value = self._finish(frame)
+                if not stack:
+                    return value
+                _attach(stack[-1], value)
+                continue
+            parent = stack[-1] if stack else None
+            if parent is not None and parent.is_map and parent.key is _NO_KEY:
+                self._key(parent, event)
+                continue
+            line = event.start_mark.line + 1
+            if kind is yaml.AliasEvent:
+                raise self.fail(line, f"YAML aliases (*{_short(event.anchor)}) are not supported in stack files: "
+                                      "`pulumi config set` never writes them, and they can expand without bound; "
+                                      "write the value out in full")
+            self.values += 1
+            if self.values > MAX_VALUES:
+                raise self.fail(line, f"more than {MAX_VALUES:,} values; a stack file for 200 clusters and 2,000 "
+                                      "deployments holds about 70,000")
+            if parent is None:
+                path: tuple = ()
+                lines[path] = line
+            else:
+                path = parent.path + ((parent.key,) if parent.is_map else (len(parent.value),))
+                if line != parent.line:  # same line as the parent: line_of finds it by walking up
+                    lines[path] = line
+            if kind is scalar:
+                value = self._scalar(event, path)
+                if parent is None:
+                    return value
+                _attach(parent, value)
+                continue
+            if len(stack) >= MAX_DEPTH:
+                raise self.fail(line, f"values nest more than {MAX_DEPTH} levels deep; stack config nests about 20")
+            if event.tag not in _PLAIN_COLLECTION_TAGS:
+                raise self.fail(line, f"the YAML tag {quoted(event.tag)} is not supported in stack files; remove it")
+            stack.append(_Frame(kind is mapping_start, path, line))
+
+    def _key(self, frame: _Frame, event: Any) -> None:
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            raise self.fail(line, f"YAML aliases (*{_short(event.anchor)}) are not supported in stack files: "
+                                  "`pulumi config set` never writes them; write the key out")
+        if not isinstance(event, yaml.ScalarEvent):
+            raise self.fail(line, "a mapping key is itself a list or a mapping; keys are names (text)")
+        tag = self._tag(event)
+        if tag == _MERGE_TAG:
+            raise self.fail(line, "YAML merge keys (<<) are not supported in stack files: `pulumi config set` "
+                                  "never writes them; write the keys out")
+        key: Any = event.value
+        if tag != _STR_TAG:
+            where = _config_path(frame.path + (key,))
+            if where is not None:
+                self.issue(where, f"key must be a string (got {_short(key)}); quote it in YAML (\"{_short(key)}\"): "
+                                  f"unquoted, YAML reads it as {_TYPE_WORDS.get(tag, 'something other than text')}")
+        if key in frame.key_lines:
+            first = frame.key_lines[key]
+            where = _config_path(frame.path + (key,))
+            if where is None:
+                raise self.fail(line, f"key {quoted(key)} is defined twice (first at line {first}); YAML would "
+                                      "keep only the last, so merge the two")
+            self.issue(where, f"is defined twice (line {line}); YAML keeps only the last, so merge the two or "
+                              "rename one")
+        frame.key_lines[key] = line
+        frame.key = key
+
+    def _finish(self, frame: _Frame) -> Any:
+        value = frame.value
+        if frame.is_map and len(value) == 1 and "secure" in value:
+            ciphertext = value["secure"]
+            return SecretValue(ciphertext=ciphertext if isinstance(ciphertext, str) else "")
+        return value
+
+    def _tag(self, event: Any) -> str:
+        tag = event.tag
+        if tag is None or tag == "!":
+            value = event.value
+            if not event.implicit[0] or (value and value[0] not in self.resolver_starts):
+                return _STR_TAG  # quoted, or plain text no implicit type (number, bool, null...) starts with
+            tag = self.loader.resolve(yaml.ScalarNode, value, event.implicit)
+        return tag
+
+    def _scalar(self, event: Any, path: tuple) -> Any:
+        tag = self._tag(event)
+        if tag == _STR_TAG:
+            return event.value  # what the str constructor returns, without its bookkeeping
+        if tag == _INT_TAG:
+            digits = event.value.replace("_", "").lstrip("+-")
+            if len(digits) > MAX_INT_DIGITS:  # converting it could fail (past 4300 digits) or take long
+                where = _config_path(path)
+                if where is not None:
+                    self.issue(where, f"the number ({len(digits):,} digits) is too large for any field (the largest "
+                                      "take 64-bit integers, 19 digits)")
+                return Unreadable("a number too large for any field")
+        return self._construct(event, tag)
+
+    def _construct(self, event: Any, tag: str) -> Any:
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError) as error:  # e.g. a date YAML recognizes but the calendar has not
+            raise self.fail(event.start_mark.line + 1, f"{quoted(event.value)} cannot be read as "
+                                                       f"{_TYPE_WORDS.get(tag, tag)} ({error}); quote it if it is text")
+        finally:  # the constructor caches every node; drop it, or memory grows with the file
+            self.loader.constructed_objects.pop(node, None)
+
+
+def _short(text: Any) -> str:
+    text = str(text)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _config_path(path: tuple) -> tuple | None:
@@ -112,3 +312,12 @@ def _config_path(path: tuple) -> tuple | None:
     if len(path) >= 2 and path[0] == "config" and isinstance(path[1], str) and path[1].startswith(prefix):
         return (path[1][len(prefix):],) + path[2:]
     return None
+
+
+def _attach(parent, value) -> None:
+    """Put a finished value into its parent mapping (under the pending key) or list."""
+    if parent.is_map:
+        parent.value[parent.key] = value
+        parent.key = _NO_KEY
+    else:
+        parent.value.append(value)

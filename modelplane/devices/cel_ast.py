@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import lark
 
-from ..api.cel_syntax import CelSyntaxError, parse_cel
+from ..api.cel_syntax import WRAPPERS, CelSyntaxError, chain_terms, parse_cel, unary_run
 from .errors import SelectorCompileError
 from .values import UInt
 
@@ -123,16 +123,13 @@ class _Builder:
         self.functions: set[str] = set()
 
     def build(self, tree: lark.Tree) -> Node:
+        while tree.data == "paren_expr" or (tree.data in WRAPPERS and len(tree.children) == 1):
+            tree = tree.children[0]  # a loop, not a frame per level: one parenthesis is ten grammar levels
         self.nodes += 1
         node = getattr(self, f"_{tree.data}")(tree)
         if isinstance(node, (Call, Comprehension)):
             self.functions.add(node.function if isinstance(node, Call) else node.macro)
         return node
-
-    def _child(self, tree: lark.Tree) -> Node:
-        return self.build(tree.children[0])
-
-    _member = _primary = _paren_expr = _child
 
     def _expr(self, tree: lark.Tree) -> Node:
         if len(tree.children) == 1:
@@ -140,17 +137,19 @@ class _Builder:
         cond, then, otherwise = (self.build(c) for c in tree.children)
         return Call("_?_:_", (cond, then, otherwise))
 
-    def _binary(self, tree: lark.Tree, function: str) -> Node:
-        if len(tree.children) == 1:
-            return self.build(tree.children[0])
-        left, right = tree.children
-        return Call(function, (self.build(left), self.build(right)))
-
     def _conditionalor(self, tree: lark.Tree) -> Node:
-        return self._binary(tree, "_||_")
+        return self._balanced("_||_", [self.build(term) for term in chain_terms(tree)])
 
     def _conditionaland(self, tree: lark.Tree) -> Node:
-        return self._binary(tree, "_&&_")
+        return self._balanced("_&&_", [self.build(term) for term in chain_terms(tree)])
+
+    def _balanced(self, function: str, terms: list[Node]) -> Node:
+        """A flat chain as a balanced tree, like cel-go's parser: depth log2(n), not n (same result,
+        as && and || are associative and absorb errors commutatively)."""
+        if len(terms) == 1:
+            return terms[0]
+        middle = (len(terms) + 1) // 2  # cel-go's split
+        return Call(function, (self._balanced(function, terms[:middle]), self._balanced(function, terms[middle:])))
 
     def _operator_chain(self, tree: lark.Tree) -> Node:
         if len(tree.children) == 1:
@@ -164,9 +163,9 @@ class _Builder:
     def _unary(self, tree: lark.Tree) -> Node:
         if len(tree.children) == 1:
             return self.build(tree.children[0])
-        op, operand = tree.children
+        run, operand = unary_run(tree)  # cel-go: `!!x` is x, `!!!x` is !x (likewise `-`)
         inner = self.build(operand)
-        return Call("!_" if op.data == "unary_not" else "-_", (inner,))
+        return inner if run % 2 == 0 else Call("!_" if tree.children[0].data == "unary_not" else "-_", (inner,))
 
     def _member_dot(self, tree: lark.Tree) -> Node:
         operand, name = tree.children

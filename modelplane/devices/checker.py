@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from .cel_ast import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .errors import SelectorCompileError
-from .library import FUNCTIONS
+from .library import FUNCTIONS, REGEX_FUNCTIONS
+from .regex import RegexError, compile_regex
 from .types import (BOOL, BYTES, DEVICE, DEVICE_FIELDS, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, assignable,
                     element, is_list, is_map, is_optional, list_of, map_of, optional_of, show, unify)
 from .values import CelType, UInt
@@ -201,7 +202,10 @@ class _Checker:
         target = self.visit(node.target, scope) if node.target is not None else None
         args = [self.visit(a, scope) for a in node.args]
         parts = ([target] if target else []) + args
-        return self._overload(node, parts)
+        checked = self._overload(node, parts)
+        if node.function in REGEX_FUNCTIONS:  # after type checking, as cel-go's AST validators run
+            _check_constant_pattern(node)
+        return checked
 
     def _overload(self, node: Call, parts: list[Checked]) -> Checked:
         member = node.target is not None
@@ -237,6 +241,18 @@ class _Checker:
         if not ok:
             raise SelectorCompileError(f"found no matching overload for '{function}' applied to "
                                        f"'({', '.join(show(t) for t in types)})'")
+
+
+def _check_constant_pattern(node: Call) -> None:
+    """A literal pattern RE2 refuses is a compile error, as cel-go's regex-literal validation (Kubernetes'
+    base environment since 1.29) makes it: otherwise every evaluation would fail and abort allocation."""
+    operands = ([node.target] if node.target is not None else []) + list(node.args)
+    pattern = operands[1] if len(operands) > 1 else None  # (text, pattern) as member or global call
+    if isinstance(pattern, Lit) and type(pattern.value) is str:
+        try:
+            compile_regex(pattern.value)
+        except RegexError as error:
+            raise SelectorCompileError(f"invalid {node.function} argument '{pattern.value}': {error}") from None
 
 
 def _numeric_key(key_type: Type, index_type: Type) -> bool:

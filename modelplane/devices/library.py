@@ -10,10 +10,10 @@ apiserver CEL libraries (quantity, semver, regex, lists); DRA's `includes`.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Callable
 
+from . import regex
 from .errors import CelRuntimeError
 from .quantity import Quantity, QuantityError
 from .semver import Semver, SemverError
@@ -270,28 +270,22 @@ define("type", (DYN,), TYPE)(lambda v: CelType(type_name(v)))
 
 # ---- strings (standard library and ext.Strings v2) -----------------------------------------------
 
-def _regex(pattern: str) -> re.Pattern:
-    try:
-        return _compile_regex(pattern)
-    except re.error as error:
-        raise fail(f"invalid regular expression '{pattern}': {error}") from None
+def _regex(function: Callable) -> Callable:
+    """A regex function (RE2, as Go's regexp) whose bad pattern is a CEL runtime error."""
+    def run(*args):
+        try:
+            return function(*args)
+        except regex.RegexError as error:
+            raise fail(str(error)) from None
 
-
-_REGEX_CACHE: dict[str, re.Pattern] = {}
-
-
-def _compile_regex(pattern: str) -> re.Pattern:
-    if pattern not in _REGEX_CACHE:
-        # RE2 syntax; Python's engine agrees on the subset selectors use.
-        _REGEX_CACHE[pattern] = re.compile(pattern)
-    return _REGEX_CACHE[pattern]
+    return run
 
 
 define("contains", (STRING, STRING), BOOL, member=True)(lambda s, sub: sub in s)
 define("startsWith", (STRING, STRING), BOOL, member=True)(lambda s, p: s.startswith(p))
 define("endsWith", (STRING, STRING), BOOL, member=True)(lambda s, p: s.endswith(p))
-define("matches", (STRING, STRING), BOOL, member=True, cost=10)(lambda s, p: _regex(p).search(s) is not None)
-define("matches", (STRING, STRING), BOOL, cost=10)(lambda s, p: _regex(p).search(s) is not None)
+define("matches", (STRING, STRING), BOOL, member=True, cost=10)(_regex(regex.matches))
+define("matches", (STRING, STRING), BOOL, cost=10)(_regex(regex.matches))
 
 
 @define("charAt", (STRING, INT), STRING, member=True)
@@ -393,21 +387,10 @@ def _quote(s):
 
 
 # Kubernetes regex library
-@define("find", (STRING, STRING), STRING, member=True, cost=10)
-def _find(s, pattern):
-    match = _regex(pattern).search(s)
-    return match.group(0) if match else ""
-
-
-@define("findAll", (STRING, STRING), list_of(STRING), member=True, cost=10)
-def _find_all(s, pattern):
-    return [m.group(0) for m in _regex(pattern).finditer(s)]
-
-
-@define("findAll", (STRING, STRING, INT), list_of(STRING), member=True, cost=10)
-def _find_all_n(s, pattern, n):
-    found = _find_all(s, pattern)
-    return found if n < 0 else found[:n]
+define("find", (STRING, STRING), STRING, member=True, cost=10)(_regex(regex.find))
+define("findAll", (STRING, STRING), list_of(STRING), member=True, cost=10)(_regex(regex.find_all))
+define("findAll", (STRING, STRING, INT), list_of(STRING), member=True, cost=10)(_regex(regex.find_all))
+REGEX_FUNCTIONS = {"matches", "find", "findAll"}  # their pattern argument must be valid RE2
 
 
 # ---- lists (Kubernetes lists library, ext.Lists, ext.Sets) ---------------------------------------

@@ -54,12 +54,12 @@ class CompiledSelector:
 @lru_cache(maxsize=4096)
 def compile_selector(expression: str) -> CompiledSelector:
     """Parse and type-check once per process (like the scheduler's compile cache: no cost limit)."""
-    parsed = cel_ast.parse(expression)
-    try:
+    try:  # parse_cel bounds the nesting; the RecursionError guard is a second line of defence
+        parsed = cel_ast.parse(expression)
         checked = checker.check(parsed.root)
+        return CompiledSelector(expression, checked.cost, compile_node(parsed.root), parsed.functions)
     except RecursionError:
         raise SelectorCompileError("expression nests too deeply") from None
-    return CompiledSelector(expression, checked.cost, compile_node(parsed.root), parsed.functions)
 
 
 def validate_selector(expression: str) -> CompiledSelector:
@@ -114,5 +114,7 @@ class SelectorCache:
                 answer = compile_selector(expression).matches(device_value_for_key(key[1]))
             except SelectorEvaluationError as error:
                 answer = error
+            except SelectorCompileError as error:  # validation refuses these; if one gets here, allocation aborts
+                answer = SelectorEvaluationError(f"CEL compile error: {error}")
             self._answers[key] = answer
         return answer

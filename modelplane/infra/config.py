@@ -1,7 +1,7 @@
 """Read the Fleet from the running Pulumi program's config (`pulumi.Config("modelplane")`)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import pulumi
 from pulumi.runtime import config as runtime_config
@@ -25,8 +25,19 @@ def read_config() -> dict[str, Any]:
             for key in sorted(keys) if key.startswith(prefix)}
 
 
+def secret_config_keys(keys: Iterable[str]) -> set[str]:
+    """`modelplane:` keys (prefix removed) the engine marks secret: a key is marked as a whole when any
+    leaf of it was set with `--secret`, and arrives decrypted, so no message may show its text."""
+    prefix = f"{CONFIG_NAMESPACE}:"
+    from_env = set(runtime_config.get_config_secret_keys_env())
+    return {key for key in keys
+            if runtime_config.is_config_secret(prefix + key) or prefix + key in from_env}
+
+
 def load_fleet_from_pulumi() -> Fleet:
-    return load_fleet(read_config(), origin="pulumi", selector_problem=selector_problem)
+    config = read_config()
+    return load_fleet(config, origin="pulumi", selector_problem=selector_problem,
+                      secret_keys=secret_config_keys(config))
 
 
 def secret_output(value: SecretValue) -> pulumi.Output[str]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..api.fleet import Fleet
 from ..api.model_cache import ModelCache
+from ..api.storage import CLOUD_STORAGE_CLASSES, rwx_storage_class  # noqa: F401  (re-exported)
 from ..scheduling.names import child_name
 from .secrets import placeholder
 from .types import MANAGED_BY, meta
@@ -30,20 +31,9 @@ MARKER = f"{MOUNT_PATH}/.modelplane-hydrated"
 TOKEN_KEY = "HF_TOKEN"
 HYDRATE_IMAGE = "python:3.11-slim"
 
-# RWX StorageClasses the cloud backends create on every cluster they provision.
-CLOUD_STORAGE_CLASSES = {"GKE": "modelplane-rwx", "EKS": "modelplane-rwx-efs", "AKS": "modelplane-rwx-fs"}
-
-
 def cache_storage_class(fleet: Fleet, cluster: str) -> str | None:
-    """The cluster's ReadWriteMany StorageClass, or None when it has none (kind; Existing without one).
-
-    A cache stages only on clusters that have one.
-    """
-    source = fleet.inference_clusters[cluster].cluster
-    if source.source == "Existing":
-        existing = source.existing
-        return existing.cache.storage_class_name if existing is not None and existing.cache is not None else None
-    return CLOUD_STORAGE_CLASSES.get(source.source)
+    """The cluster's ReadWriteMany StorageClass, or None: a cache stages only on clusters that have one."""
+    return rwx_storage_class(fleet.inference_clusters[cluster])
 
 
 def pvc_name(namespace: str, name: str) -> str:

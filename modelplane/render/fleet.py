@@ -11,7 +11,7 @@ from .cache import cache_storage_class, render_cache
 from .front_door import render_front_door
 from .replica import render_replica
 from .serving_stack import render_serving_stack, uses_fake_gpus
-from .types import MANAGED_BY, ClusterManifests, HelmRelease, meta
+from .types import MANAGED_BY, ClusterManifests, HelmRelease, check_unique_names, meta
 
 KIND_NETWORK = "172.18.0.0/16"  # kind's default Docker network; the kind backend reads the real one
 
@@ -78,13 +78,18 @@ def workload_cluster_parts(fleet: Fleet, result: PlanResult, cluster: str) -> Wo
         deployment = fleet.model_deployments[replica.key]
         ref = deployment.spec.model_cache_ref
         claim = None
-        if ref is not None and NamespacedName(replica.key.namespace, ref.name) in caches:
+        if ref is not None:
+            if NamespacedName(replica.key.namespace, ref.name) not in caches:  # the scheduler never does this
+                raise ValueError(f"replica {replica.key.namespace}/{replica.name} mounts ModelCache {ref.name}, which "
+                                 f"is not staged on cluster {cluster}; without it vLLM would serve its default model")
             claim = child_name("modelcache", replica.key.namespace, ref.name)
         rendered.append((replica, render_replica(replica, deployment, claim)))
-    return WorkloadClusterParts(
+    parts = WorkloadClusterParts(
         cluster, stack_objects, releases,
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, labels=MANAGED_BY)} for ns in namespaces],
         caches, rendered)
+    check_unique_names(cluster, parts.manifests().objects)
+    return parts
 
 
 def render_workload_cluster(fleet: Fleet, result: PlanResult, cluster: str) -> ClusterManifests:

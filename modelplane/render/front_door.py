@@ -54,6 +54,7 @@ from .types import (
     FRONT_DOOR_GATEWAY,
     MANAGED_BY,
     SYSTEM_NAMESPACE,
+    check_unique_names,
     ClusterManifests,
     HelmRelease,
     gateway_address_placeholder,
@@ -522,7 +523,9 @@ def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[s
             route_endpoints[key] = [b.service for b in backends]
     used = {e.namespace for e in endpoints} | {key.namespace for key in fleet.model_services}
     namespaces = [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
-    return FrontDoorParts(gateway.cluster_name, objects, releases, namespaces, endpoints, routes, route_endpoints)
+    parts = FrontDoorParts(gateway.cluster_name, objects, releases, namespaces, endpoints, routes, route_endpoints)
+    check_unique_names(gateway.cluster_name, parts.manifests().objects)
+    return parts
 
 
 def render_front_door(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],

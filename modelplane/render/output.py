@@ -1,32 +1,178 @@
-"""Write rendered manifests to a folder: one folder per cluster, objects in apply order, Helm releases."""
+"""Write rendered manifests to a folder: one folder per cluster, objects in apply order, Helm releases.
+
+`render --out DIR` only ever replaces what it wrote itself. Each cluster folder it writes holds a
+marker, `.modelplane-render`: JSON with a format version and the list of files render wrote there.
+On the next render a cluster folder is replaced only if it carries the marker and holds nothing
+but the files the marker lists; a folder render did not write, one with files added since (render
+refuses rather than guess which to keep) or a file where a folder should be is refused, naming it,
+before anything is written. Marked folders of clusters no longer in the fleet are removed.
+"""
 from __future__ import annotations
 
-import shutil
+import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from ..api.errors import ModelplaneError
 from .types import ClusterManifests
 
+MARKER = ".modelplane-render"
+FORMAT = 1
+_MARKER_TEMP = MARKER + ".tmp"  # the marker is replaced atomically through this name
 
-def write_manifests(manifests: list[ClusterManifests], out: Path) -> list[tuple[str, int, int]]:
+
+@dataclass(frozen=True)
+class _Folder:
+    """A cluster folder to write: its files (name -> text) and the files a previous render left there."""
+
+    path: Path
+    files: dict[str, str]
+    old_files: tuple[str, ...] | None  # None: the folder does not exist yet
+
+
+def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[tuple[str, int, int]], list[Path]]:
     """Files `<out>/<cluster>/<NNN>-<kind>-<namespace>-<name>.yaml` and `<out>/<cluster>/helm-releases.yaml`.
 
-    Returns (cluster, objects, releases) per cluster. The folder is replaced, so a removed
-    object does not linger.
+    Returns (cluster, objects, releases) per cluster, and the folders removed (of clusters no longer
+    in the fleet). A folder render wrote before is replaced, so a removed object does not linger;
+    see the module docstring for what is refused (ModelplaneError, nothing written).
     """
-    summary = []
+    _check_out(out)
+    try:
+        folders, stale = _plan(manifests, out)
+    except OSError as error:
+        raise ModelplaneError(f"cannot read {error.filename or out}: {error.strerror or error}; nothing written") from None
+    # every check passed: only now write
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for folder in folders:
+            _write_folder(folder)
+        for folder, files in stale:
+            _remove_folder(folder, files)
+    except OSError as error:
+        raise ModelplaneError(f"cannot write {error.filename or out}: {error.strerror or error}; "
+                              "the render stopped part way: fix that and run it again") from None
+    return [(cluster.cluster, len(cluster.objects), len(cluster.releases)) for cluster in manifests], \
+        [folder for folder, _ in stale]
+
+
+def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], list[tuple[Path, tuple[str, ...]]]]:
+    """What to write and what to remove; a ModelplaneError (before anything is written) if a folder is not render's."""
+    folders = []
     for cluster in manifests:
-        folder = out / cluster.cluster
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        _check_cluster_name(cluster.cluster)
+        files = {}
         for i, obj in enumerate(cluster.objects):
             metadata = obj.get("metadata", {})
             stem = "-".join(p for p in (f"{i:03d}", obj["kind"].lower(), metadata.get("namespace", "_cluster"),
                                         metadata["name"]) if p)
-            (folder / f"{stem}.yaml").write_text(yaml.safe_dump(obj, sort_keys=False))
-        releases = [r.to_dict() for r in cluster.releases]
-        (folder / "helm-releases.yaml").write_text(yaml.safe_dump(releases, sort_keys=False))
-        summary.append((cluster.cluster, len(cluster.objects), len(cluster.releases)))
-    return summary
+            files[f"{stem}.yaml"] = yaml.safe_dump(obj, sort_keys=False)
+        files["helm-releases.yaml"] = yaml.safe_dump([r.to_dict() for r in cluster.releases], sort_keys=False)
+        folder = out / cluster.cluster
+        folders.append(_Folder(folder, files, _owned_files(folder)))
+    current = {cluster.cluster for cluster in manifests}
+    stale = []  # (folder, its files): render-owned folders of clusters no longer in the fleet
+    if out.is_dir():
+        for entry in sorted(out.iterdir()):
+            if (entry.name not in current and not entry.is_symlink() and entry.is_dir()
+                    and os.path.lexists(entry / MARKER)):
+                stale.append((entry, _owned_files(entry)))
+    return folders, stale
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ModelplaneError(f"--out {out} is a file, not a folder; nothing written: pass a folder (render writes "
+                              "one folder per cluster in it)")
+    for parent in out.parents:
+        if parent.exists() and not parent.is_dir():
+            raise ModelplaneError(f"--out {out}: {parent} is a file, not a folder; nothing written: pass a folder")
+
+
+def _check_cluster_name(name: str) -> None:
+    """Cluster names are DNS labels; never let one name a path outside --out."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or name == MARKER:
+        raise ModelplaneError(f"cannot render cluster {name!r} to a folder of that name")
+
+
+def _refuse(folder: Path, why: str, what: str = "it") -> ModelplaneError:
+    return ModelplaneError(f"{folder} {why}; render replaces only folders it wrote itself (marked by {MARKER}), so "
+                           f"nothing was written: choose another --out, or move or remove {what} yourself")
+
+
+def _owned_files(folder: Path) -> tuple[str, ...] | None:
+    """The files a previous render wrote to `folder` (None: no folder); refused unless render owns all of it."""
+    if not os.path.lexists(folder):
+        return None
+    if folder.is_symlink() or not folder.is_dir():
+        raise _refuse(folder, "exists and is not a folder render wrote (a cluster of the fleet has that name)")
+    marker = folder / MARKER
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _refuse(folder, f"exists and was not written by modelplane render (it has no {MARKER})") from None
+    except (OSError, ValueError) as error:
+        raise _refuse(folder, f"has a {MARKER} render cannot read ({error})") from None
+    files = data.get("files") if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(files, list)
+            or not all(isinstance(f, str) and f and "/" not in f and f not in (".", "..", MARKER) for f in files)):
+        raise _refuse(folder, f"has a {MARKER} of a format this version of modelplane does not write")
+    listed = set(files)
+    foreign = []
+    for entry in sorted(os.listdir(folder)):
+        if entry in (MARKER, _MARKER_TEMP):
+            continue
+        if entry not in listed or not (folder / entry).is_file() or (folder / entry).is_symlink():
+            foreign.append(entry)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise _refuse(folder, f"holds files modelplane render did not write: {shown}", "them")
+    return tuple(files)
+
+
+def _write_folder(folder: _Folder) -> None:
+    """Write the folder's files and marker; a file of the previous render that is no longer rendered is removed.
+
+    The marker always lists every render-written file in the folder, so an interrupted render leaves
+    a folder the next render still recognises as its own.
+    """
+    folder.path.mkdir(exist_ok=True)
+    old = set(folder.old_files or ())
+    new = list(folder.files)
+    _write_marker(folder.path, sorted(old | set(new)))
+    for name in sorted(old - set(new)):
+        try:
+            (folder.path / name).unlink()
+        except FileNotFoundError:
+            pass
+    for name, text in folder.files.items():
+        (folder.path / name).write_text(text, encoding="utf-8")
+    _write_marker(folder.path, new)
+
+
+def _write_marker(folder: Path, files: list[str]) -> None:
+    marker = {"format": FORMAT, "writer": "modelplane render",
+              "note": "render replaces this folder's listed files on the next render, and removes the folder once "
+                      "its cluster leaves the fleet; it refuses a folder holding files it did not write",
+              "files": files}
+    temp = folder / _MARKER_TEMP
+    temp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    os.replace(temp, folder / MARKER)
+
+
+def _remove_folder(folder: Path, files: tuple[str, ...]) -> None:
+    """Remove a render-owned folder of a cluster that left the fleet: its listed files, the marker, then it."""
+    for name in files:
+        try:
+            (folder / name).unlink()
+        except FileNotFoundError:
+            pass
+    for name in (_MARKER_TEMP, MARKER):
+        try:
+            (folder / name).unlink()
+        except FileNotFoundError:
+            pass
+    folder.rmdir()

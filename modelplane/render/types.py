@@ -52,3 +52,16 @@ def meta(name: str, namespace: str | None = None, labels: dict[str, str] | None 
 def gateway_address_placeholder(cluster: str) -> str:
     """Until a workload gateway has an address (known after deploy), rendering shows where it goes."""
     return f"inference-gateway.{cluster}.invalid"
+
+
+def check_unique_names(cluster: str, objects: list[dict[str, Any]]) -> None:
+    """Two objects of one kind with one name in one namespace: the second would overwrite the first."""
+    seen: set[tuple] = set()
+    for obj in objects:
+        identity = (obj.get("apiVersion", "").split("/")[0], obj["kind"], obj["metadata"].get("namespace"),
+                    obj["metadata"]["name"])
+        if identity in seen:
+            where = f"{identity[2]}/" if identity[2] else ""
+            raise ValueError(f"cluster {cluster}: two {identity[1]} objects are named {where}{identity[3]}; "
+                             "this is a modelplane bug, please report it with the stack file")
+        seen.add(identity)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from . import reasons
 from .result import ClusterVerdict, Explanation
 from .scheduler import place_engines
-from .snapshot import missing_labels, untolerated
+from .snapshot import cache_unstageable, missing_labels, untolerated
 
 if TYPE_CHECKING:
     from ..api import NamespacedName
@@ -36,6 +36,8 @@ def _cluster_reasons(cluster, workload, fit, result) -> list[reasons.Reason]:
         return [reasons.not_selected(missing)]
     if missing_labels(cluster.labels, workload.cache_selector):
         return [reasons.outside_cache(workload.cache_selector)]
+    if (unstageable := cache_unstageable(cluster, workload)) is not None:
+        return [unstageable]
     if (taint := untolerated(cluster, workload, ("NoSchedule", "NoExecute"))) is not None:
         return [taint]
     if not cluster.pools:

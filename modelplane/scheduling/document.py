@@ -21,10 +21,11 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from ..api.errors import ModelplaneError
+from ..api.errors import ModelplaneError, shown
+from ..api.textfile import read_text
 
 API_VERSION = "modelplane.ai/v1alpha1"
 KIND = "Placement"
@@ -42,20 +43,20 @@ class DocSelector(_Doc):
 class DocDeviceRequest(_Doc):
     name: str
     device_class_name: str
-    count: int = 1
+    count: int = Field(default=1, ge=1, le=64)  # bounds as the config's: a hand-made document cannot blow up the ledger
     selectors: tuple[DocSelector, ...] = ()
 
 
 class DocMember(_Doc):
     role: Literal["Standalone", "Leader", "Worker"] = "Standalone"
     node_pool: str
-    pods: int = Field(default=1, ge=1)
+    pods: int = Field(default=1, ge=1, le=64)
     device_requests: tuple[DocDeviceRequest, ...] = ()
 
 
 class DocEngine(_Doc):
     name: str
-    copies: int = Field(default=1, ge=1)
+    copies: int = Field(default=1, ge=1, le=64)
     phase: str | None = None
     members: tuple[DocMember, ...]
 
@@ -65,17 +66,23 @@ class DocReplica(_Doc):
     deployment: str
     name: str
     cluster: str
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, le=1000)
     engines: tuple[DocEngine, ...]
 
     def node_cost(self) -> dict[str, int]:
-        """Nodes this replica occupies per pool, at its stamped shape (claimless members cost 0)."""
-        cost: dict[str, int] = {}
-        for engine in self.engines:
-            for member in engine.members:
-                if member.device_requests:
-                    cost[member.node_pool] = cost.get(member.node_pool, 0) + member.pods * engine.copies
-        return cost
+        """Nodes this replica occupies per pool, at its stamped shape."""
+        return pool_cost(self.engines)
+
+
+def pool_cost(engines) -> dict[str, int]:
+    """Nodes per pool that engines occupy (as stamped in a document, or as planned): each member
+    claiming a DRA device costs pods x copies nodes; a claimless member costs none."""
+    cost: dict[str, int] = {}
+    for engine in engines:
+        for member in engine.members:
+            if member.device_requests:
+                cost[member.node_pool] = cost.get(member.node_pool, 0) + member.pods * engine.copies
+    return cost
 
 
 class PlacementDocument(_Doc):
@@ -84,35 +91,111 @@ class PlacementDocument(_Doc):
     replicas: tuple[DocReplica, ...] = ()
     deployments: tuple[dict[str, Any], ...] = ()
 
+    @model_validator(mode="after")
+    def _one_entry_per_replica(self) -> "PlacementDocument":
+        """A hand-merged document may repeat a replica: identical copies collapse into one; two
+        different entries for one (namespace, deployment, cluster, index) are refused, since which
+        one to believe would depend on their order."""
+        seen: dict[tuple, DocReplica] = {}
+        unique = []
+        for replica in self.replicas:
+            identity = (replica.namespace, replica.deployment, replica.cluster, replica.index)
+            first = seen.setdefault(identity, replica)
+            if first is replica:
+                unique.append(replica)
+            elif first != replica:
+                raise ValueError(f"replica {replica.namespace}/{replica.deployment} on cluster {replica.cluster} "
+                                 f"index {replica.index} is listed twice with different contents (names "
+                                 f"{first.name!r} and {replica.name!r}); keep the entry that matches what runs, "
+                                 "or start from `pulumi stack output placement --json`")
+        if len(unique) != len(self.replicas):
+            object.__setattr__(self, "replicas", tuple(unique))  # frozen model; still being built
+        return self
+
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, exclude_none=True, mode="json"), indent=2, sort_keys=False) + "\n"
 
 
 def load_previous(source: str | Path | dict | None) -> PlacementDocument:
-    """A previous placement from a file, a parsed JSON value (a stack output), or nothing."""
+    """A previous placement from a file, a parsed JSON value (a stack output), or nothing.
+
+    A file is not trusted: only a regular file of at most 16 MiB (the placement of 200 clusters x
+    2,000 deployments is about 5 MiB), strict UTF-8, JSON nested at most 64 deep, with at most
+    1,000,000 objects and lists and 100,000 replicas; anything else is a clear ModelplaneError.
+    """
     if source is None:
         return PlacementDocument()
     where = "the previous placement"
     if isinstance(source, (str, Path)):
         where = str(source)
+        text = read_text(Path(source), "previous placement", MAX_PREVIOUS_BYTES,
+                         "the placement of 200 clusters and 2,000 deployments is about 5 MiB")
         try:
-            data = json.loads(Path(source).read_text())
-        except FileNotFoundError:
-            raise ModelplaneError(f"previous placement {source} does not exist") from None
+            data = json.loads(text)
         except json.JSONDecodeError as error:
             raise ModelplaneError(f"{source} is not JSON ({error.msg} at line {error.lineno}); write it with "
                                   "`modelplane plan --output json` or `pulumi stack output placement --json`") from None
+        except RecursionError:
+            raise ModelplaneError(f"{source} is JSON nested too deeply to read; a placement nests about 11 levels") from None
+        except ValueError:  # an integer literal past Python's 4300-digit conversion limit
+            raise ModelplaneError(f"{source} holds a number too large to read; a placement's numbers are small "
+                                  "counts and indexes") from None
     else:
         data = source
     if not data:
         return PlacementDocument()
+    if (problem := _shape_problem(data)) is not None:
+        raise ModelplaneError(f"{where} is not a placement document: {problem}")
+    replicas = data.get("replicas") if isinstance(data.get("replicas"), list) else []
+    at: tuple = ()
     try:
+        # Replica by replica first, stopping at the first bad one: pydantic would build an error for
+        # every field of every replica of a broken document before reporting any.
+        for i, replica in enumerate(replicas):
+            at = ("replicas", i)
+            DocReplica.model_validate(replica)
+        at = ()
         document = PlacementDocument.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        at = ".".join(str(p) for p in first["loc"])
-        raise ModelplaneError(f"{where} is not a placement document: {at}: {first['msg']} "
-                              f"({len(error.errors())} problem(s))") from None
+        first = error.errors(include_url=False, include_input=False)[0]
+        where_in = ".".join(str(p) for p in at + tuple(first["loc"]))
+        raise ModelplaneError(f"{where} is not a placement document: {where_in + ': ' if where_in else ''}"
+                              f"{first['msg']}") from None
     if document.kind != KIND:
-        raise ModelplaneError(f"{where} has kind {document.kind!r}; expected {KIND!r}")
+        raise ModelplaneError(f"{where} has kind {shown(document.kind)}; expected {KIND!r}")
     return document
+
+
+MAX_PREVIOUS_BYTES = 16 << 20
+_MAX_DEPTH = 64
+_MAX_CONTAINERS = 1_000_000  # objects and lists; the placement of 200 clusters x 2,000 deployments has 52,000
+_MAX_ITEMS = 100_000  # replicas or deployments; that placement has 4,527 and 2,000
+_MAX_INNER_ITEMS = 1_000  # any other list (a replica has at most 8 engines, 2 members, 16 requests)
+
+
+def _shape_problem(data: Any) -> str | None:
+    """Bounds checked before pydantic, which would otherwise build an error for each of millions of items."""
+    if not isinstance(data, dict):
+        return f"it must be a JSON object (got {shown(data)})"
+    for key in ("replicas", "deployments"):
+        if isinstance(data.get(key), list) and len(data[key]) > _MAX_ITEMS:
+            return f"{key} has {len(data[key]):,} entries; the limit is {_MAX_ITEMS:,}"
+    if isinstance(data.get("deployments"), list):
+        for i, entry in enumerate(data["deployments"]):
+            if not isinstance(entry, dict):
+                return f"deployments.{i}: must be a JSON object (got {shown(entry)})"
+    containers, todo = 0, [(data, 1)]
+    while todo:  # iterative: the document may nest deeper than Python recurses
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            containers += 1
+            if depth > _MAX_DEPTH:
+                return f"it nests more than {_MAX_DEPTH} levels deep; a placement nests about 11"
+            if containers > _MAX_CONTAINERS:
+                return f"it holds more than {_MAX_CONTAINERS:,} objects and lists"
+            if isinstance(value, list) and depth > 2 and len(value) > _MAX_INNER_ITEMS:
+                return f"a list of {len(value):,} entries (at nesting level {depth}); the limit is {_MAX_INNER_ITEMS:,}"
+            todo.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+        elif isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+            return f"it holds a number ({shown(value)}) larger than 64 bits"
+    return None

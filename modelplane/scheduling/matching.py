@@ -7,6 +7,7 @@ request's selectors on every device of that class and aborts allocation on the f
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..devices import SelectorCache, SelectorEvaluationError
@@ -89,18 +90,32 @@ class Matcher:
 
     def _explain(self, pool: Pool, member: Member, request: Request, engine: str,
                  remaining: list[int]) -> reasons.Reason:
-        for device in pool.devices:
-            expression, error = self._failing(request, device)
-            if error is not None:
-                return reasons.selector_error(engine, member.index, request.name, expression, pool.name, device.name,
-                                              str(error))
         matching = [d for d in pool.devices if self._verdict(request, d) is True]
         if matching:  # the selectors hold, but not on enough free devices of this node
             return reasons.selector_mismatch(engine, member.index, request.name,
                                              f"count {request.count} (free per node: "
                                              f"{', '.join(f'{d.name} {r}' for d, r in zip(pool.devices, remaining))})",
                                              pool.name)
+        aimed = _domains(request.selectors)
+        for device in pool.devices:
+            expression, error = self._failing(request, device)
+            if error is not None and (not aimed or device.driver in aimed):
+                return reasons.selector_error(engine, member.index, request.name, expression, pool.name, device.name,
+                                              str(error))
         failing = next((e for e in request.selectors
                         if all(self.selectors.matches(e, d.key) is not True for d in pool.devices)),
                        " && ".join(request.selectors))
         return reasons.selector_mismatch(engine, member.index, request.name, failing, pool.name)
+
+
+_DOMAIN = re.compile(r"""device\.(?:attributes|capacity)\[\s*["']([^"'\]]+)["']\s*\]|device\.driver\s*==\s*["']([^"']+)["']""")
+
+
+def _domains(selectors: tuple[str, ...]) -> set[str]:
+    """The drivers a request's selectors are written for (`device.attributes["gpu.example.com"]`).
+
+    For explanations only: a selector that errors on a device of another driver (a NIC request
+    on a GPU) is not the allocation abort Kubernetes would hit, where a request's class only
+    holds devices it was written for. None named: every device counts.
+    """
+    return {a or b for expression in selectors for a, b in _DOMAIN.findall(expression)}

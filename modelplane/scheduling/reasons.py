@@ -30,6 +30,13 @@ def outside_cache(cache_labels: dict[str, str]) -> Reason:
                   f"the ModelCache is staged only on clusters labelled {pairs}")
 
 
+def no_cache_storage(cache: str) -> Reason:
+    return Reason("NoCacheStorage", "no ReadWriteMany storage for the ModelCache",
+                  f"the deployment mounts ModelCache {cache}, which stages only on clusters with a ReadWriteMany "
+                  "StorageClass, and this cluster has none (cloud clusters have one; an Existing cluster needs "
+                  "existing.cache.storageClassName; Kind has none)")
+
+
 def untolerated_taint(key: str, value: str | None, effect: str) -> Reason:
     shown = f"{key}={value}" if value else key
     return Reason("UntoleratedTaint", f"untolerated taint {shown} ({effect})",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import NamespacedName
 from . import reasons
-from .document import API_VERSION, KIND, PlacementDocument
+from .document import API_VERSION, KIND, PlacementDocument, pool_cost
 from .matching import ResolvedRequest
 
 if TYPE_CHECKING:
@@ -59,6 +59,10 @@ class PlacedReplica:
 
     def node_cost(self) -> int:
         return sum(m.pods * e.copies for e in self.engines for m in e.members if m.device_requests)
+
+    def pool_cost(self) -> dict[str, int]:
+        """Nodes it occupies per pool at this plan's shape."""
+        return pool_cost(self.engines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"namespace": self.key.namespace, "deployment": self.key.name, "name": self.name,

@@ -4,27 +4,31 @@
     retain    -> each previous replica keeps its cluster and index while still eligible and its
                  pinned pools still match; NoExecute taints evict
     scale     -> surplus removed from the most-loaded cluster, then the later name, then the highest index
-    ledger    -> every retained replica of every deployment charged first, at its stamped cost
+    ledger    -> every retained replica of every deployment charged first, at what it occupies after
+                 this plan; one that no longer fits (shape grown, pool shrunk) is placed again
     fill      -> deployments in (namespace, name) order, one replica at a time, to the eligible
                  cluster with the fewest replicas of that deployment (ties: name); engines never
                  split across pools; lowest free index per cluster
+    names     -> unique per namespace: kept replicas keep theirs, new ones get the reference's name
+                 when it is free
 
 Deterministic: inputs are sorted and every tie-break ends in a name.
 """
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..api import Fleet, NamespacedName
 from ..devices import SelectorCache
 from . import reasons
 from .document import DocReplica, PlacementDocument
 from .matching import Matcher, ResolvedRequest
-from .names import replica_name
+from .names import NameBook, replica_identity, replica_name
 from .result import (DeploymentPlan, EngineAssignment, MemberAssignment, PlacedReplica, PlanResult, RemovedReplica,
                      conditions_for)
-from .snapshot import Cluster, Engine, Pool, Workload, clusters_of, missing_labels, untolerated, workloads_of
+from .snapshot import (Cluster, Engine, Pool, Workload, cache_unstageable, clusters_of, missing_labels, untolerated,
+                       workloads_of)
 
 
 @dataclass
@@ -155,8 +159,10 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     fits = {w.key: shared.setdefault(w.signature, _Fit(w, matcher)) for w in workloads}
     ledger = Ledger.of(clusters)
 
+    # The document guarantees one entry per (namespace, deployment, cluster, index); sorting by it
+    # makes everything below independent of document order.
     earlier: dict[NamespacedName, list[DocReplica]] = {}
-    for replica in sorted(previous.replicas, key=lambda r: (r.namespace, r.deployment, r.name)):
+    for replica in sorted(previous.replicas, key=_identity):
         earlier.setdefault(NamespacedName(replica.namespace, replica.deployment), []).append(replica)
 
     removed: list[RemovedReplica] = []
@@ -171,26 +177,79 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
             removed += [RemovedReplica(_doc_placed(r), reasons.Reason("DeploymentRemoved", "deployment removed",
                                                                          f"{key} is no longer in the stack config"))
                         for r in replicas]
+    stamped = {_identity(r): r for r in previous.replicas}
+    removed += _charge_retained(retained, stamped, ledger)
 
-    stamped = {(r.namespace, r.deployment, r.cluster, r.index): r for r in previous.replicas}
-    for key, replicas in retained.items():  # retained replicas are charged at their stamped cost
-        for replica in replicas:
-            doc = stamped[(key.namespace, key.name, replica.cluster, replica.index)]
-            for pool, nodes in doc.node_cost().items():
-                ledger.charge(replica.cluster, pool, nodes)
-
-    plans = {}
     eligibility = Eligibility(clusters)
     full: dict[tuple, set[str]] = {}  # per signature: clusters that could not take one; the ledger only shrinks
+    placed = {w.key: _fill(w, retained[w.key], eligibility.for_new(w), fits[w.key], ledger,
+                           full.setdefault(w.signature, set())) for w in workloads}
+    _name_replicas(fleet, workloads, retained, placed, removed, stamped)
+
+    plans = {}
     for workload in workloads:
-        placed = _fill(workload, retained[workload.key], eligibility.for_new(workload), fits[workload.key], ledger,
-                       full.setdefault(workload.signature, set()))
-        replicas = sorted(retained[workload.key] + placed, key=lambda r: (r.cluster, r.index))
+        replicas = sorted(retained[workload.key] + placed[workload.key], key=lambda r: (r.cluster, r.index))
         plans[workload.key] = DeploymentPlan(workload.key, workload.replicas, tuple(replicas),
                                              conditions_for(workload, replicas, eligibility.any_candidate(workload)),
                                              tuple(r for r in removed if r.replica.key == workload.key))
     orphans = tuple(r for r in removed if r.replica.key not in plans)
     return PlanResult(plans, ledger, orphans, clusters, workloads, fits, matcher)
+
+
+def _identity(doc: DocReplica) -> tuple[str, str, str, int]:
+    return doc.namespace, doc.deployment, doc.cluster, doc.index
+
+
+def _charge_retained(retained: dict[NamespacedName, list[PlacedReplica]], stamped: dict[tuple, DocReplica],
+                     ledger: Ledger) -> list[RemovedReplica]:
+    """Charge every kept replica what it occupies after this plan (its shape may have grown, its pool
+    shrunk); one that no longer fits leaves its pool and is placed again like a missing one.
+
+    Who stays, deterministically: replicas whose shape did not grow first (editing one deployment
+    never pushes out another), then the lower index (placed earlier), then namespace, name, cluster.
+    """
+    def grew(replica: PlacedReplica) -> bool:
+        before = stamped[(replica.key.namespace, replica.key.name, replica.cluster, replica.index)].node_cost()
+        return any(nodes > before.get(pool, 0) for pool, nodes in replica.pool_cost().items())
+
+    everyone = [r for kept in retained.values() for r in kept]
+    removed = []
+    for replica in sorted(everyone, key=lambda r: (grew(r), r.index, r.key.namespace, r.key.name, r.cluster)):
+        cost = replica.pool_cost()
+        short = next(((pool, nodes) for pool, nodes in sorted(cost.items())
+                      if ledger.free.get((replica.cluster, pool), 0) < nodes), None)
+        if short is None:
+            for pool, nodes in cost.items():
+                ledger.charge(replica.cluster, pool, nodes)
+            continue
+        pool, nodes = short
+        free, capacity = ledger.free.get((replica.cluster, pool), 0), ledger.capacity.get((replica.cluster, pool), 0)
+        retained[replica.key].remove(replica)
+        removed.append(RemovedReplica(replica, reasons.no_longer_fits(
+            f"pool {pool}: the replica now needs {nodes} node{'s' if nodes != 1 else ''}, {free} of the pool's "
+            f"{capacity} free after the replicas kept before it")))
+    return removed
+
+
+def _name_replicas(fleet: Fleet, workloads, retained: dict[NamespacedName, list[PlacedReplica]],
+                   placed: dict[NamespacedName, list[PlacedReplica]], removed: list[RemovedReplica],
+                   stamped: dict[tuple, DocReplica]) -> None:
+    """Names unique per namespace: hand-made endpoints' names are taken; kept replicas keep theirs;
+    a name leaving in this plan goes to no other identity; new replicas, in fill order, get the
+    reference's name when free, else the first free alternative."""
+    book = NameBook()
+    for key in sorted(fleet.model_endpoints):
+        book.reserve(key.namespace, key.name, ("endpoint", key.name))
+    for workload in workloads:
+        retained[workload.key] = [replace(r, name=book.assign(
+            r.key.namespace, r.key.name, r.cluster, r.index,
+            stamped[(r.key.namespace, r.key.name, r.cluster, r.index)].name)) for r in retained[workload.key]]
+    for gone in removed:
+        r = gone.replica
+        book.reserve(r.key.namespace, r.name, replica_identity(r.key.name, r.cluster, r.index))
+    for workload in workloads:
+        placed[workload.key] = [replace(r, name=book.assign(r.key.namespace, r.key.name, r.cluster, r.index))
+                                for r in placed[workload.key]]
 
 
 def _doc_placed(doc: DocReplica, status: str = "retained") -> PlacedReplica:
@@ -207,7 +266,7 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
     kept: list[PlacedReplica] = []
     dropped: list[RemovedReplica] = []
     taken: set[tuple[str, int]] = set()
-    for doc in sorted(earlier, key=lambda r: r.name):
+    for doc in earlier:
         cluster = clusters.get(doc.cluster)
         why = None
         if cluster is None:
@@ -216,6 +275,8 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
             why = reasons.not_selected(missing)
         elif missing_labels(cluster.labels, workload.cache_selector):
             why = reasons.outside_cache(workload.cache_selector)
+        elif (unstageable := cache_unstageable(cluster, workload)) is not None:
+            why = unstageable
         elif (doc.cluster, doc.index) in taken:
             why = reasons.Reason("Duplicate", "duplicate identity", f"another replica holds {doc.cluster} index {doc.index}")
         else:
@@ -227,8 +288,7 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
             dropped.append(RemovedReplica(_doc_placed(doc), why))
             continue
         taken.add((doc.cluster, doc.index))
-        kept.append(PlacedReplica(workload.key, replica_name(workload.key.name, doc.cluster, doc.index), doc.cluster,
-                                  doc.index, engines, "retained"))
+        kept.append(PlacedReplica(workload.key, doc.name, doc.cluster, doc.index, engines, "retained"))
     return kept, dropped
 
 
@@ -245,6 +305,8 @@ def _re_resolve(workload: Workload, doc: DocReplica, cluster: Cluster, fit: _Fit
         roles = [m.role for m in engine.members]
         if [m.role for m in observed.members] != roles:
             return None, reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
+        if len({m.node_pool for m in observed.members}) > 1:
+            return None, reasons.no_longer_fits(f"engine {engine.name} was split across pools")
         members = []
         for member, stamped in zip(engine.members, observed.members):
             pool = cluster.pool(stamped.node_pool)
@@ -279,6 +341,7 @@ def _scale_down(kept: list[PlacedReplica], desired: int) -> tuple[list[PlacedRep
 def eligible_for_new(cluster: Cluster, workload: Workload) -> bool:
     return not missing_labels(cluster.labels, workload.selector) and \
         not missing_labels(cluster.labels, workload.cache_selector) and \
+        cache_unstageable(cluster, workload) is None and \
         untolerated(cluster, workload, ("NoSchedule", "NoExecute")) is None
 
 
@@ -292,14 +355,16 @@ class Eligibility:
 
     @staticmethod
     def _selectors(workload: Workload) -> tuple:
-        return tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items()))
+        return (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())),
+                workload.cache is not None)
 
     def any_candidate(self, workload: Workload) -> bool:
-        """Does any cluster match the selector and cache footprint (taints aside)?"""
+        """Does any cluster match the selector and cache footprint, with storage for the cache (taints aside)?"""
         key = self._selectors(workload)
         if key not in self._candidates:
             wanted = {**workload.selector, **workload.cache_selector}
-            self._candidates[key] = any(not missing_labels(c.labels, wanted) for c in self.clusters)
+            self._candidates[key] = any(not missing_labels(c.labels, wanted) and cache_unstageable(c, workload) is None
+                                        for c in self.clusters)
         return self._candidates[key]
 
     def for_new(self, workload: Workload) -> list[Cluster]:
@@ -347,6 +412,6 @@ def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster]
                 if member.device_requests:
                     ledger.charge(name, member.node_pool, member.pods * engine.copies)
         placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, name, index), name, index,
-                                    tuple(engines), "new"))
+                                    tuple(engines), "new"))  # named for good once the whole plan is known
         heapq.heappush(queue, (count + 1, name, cluster))
     return placed

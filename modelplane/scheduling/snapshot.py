@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..api import Fleet, NamespacedName
 from ..api.inference_cluster import Taint
+from ..api.storage import rwx_storage_class
 from ..api.model_deployment import ModelDeployment, Toleration
 from ..devices import device_key
 from . import reasons
@@ -21,6 +22,7 @@ class DeviceKind:
     device_class_name: str
     count: int
     key: str  # what selectors can see of it (memoisation key)
+    driver: str = ""
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Cluster:
     labels: dict
     taints: tuple[Taint, ...]
     pools: tuple[Pool, ...]
+    rwx_storage: bool = False  # a ReadWriteMany StorageClass, where a ModelCache can stage
 
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -76,6 +79,7 @@ class Workload:
     selector: dict  # clusterSelector.matchLabels
     cache_selector: dict  # the referenced ModelCache's clusterSelector.matchLabels (its footprint)
     tolerations: tuple[Toleration, ...]
+    cache: str | None = None  # the ModelCache it mounts (it stages only on clusters with RWX storage)
 
     def engine(self, name: str) -> Engine | None:
         return next((e for e in self.engines if e.name == name), None)
@@ -95,10 +99,11 @@ def clusters_of(fleet: Fleet) -> tuple[Cluster, ...]:
         pools = []
         for pool in spec.node_pools:
             cls = fleet.inference_classes[pool.class_name]
-            devices = tuple(DeviceKind(d.name, d.claim, d.device_class_name or "", d.count, device_key(d))
+            devices = tuple(DeviceKind(d.name, d.claim, d.device_class_name or "", d.count, device_key(d), d.driver)
                             for d in cls.devices)
             pools.append(Pool(pool.name, pool.class_name, pool.node_count, devices))
-        clusters.append(Cluster(name, dict(spec.labels), tuple(spec.taints), tuple(pools)))
+        clusters.append(Cluster(name, dict(spec.labels), tuple(spec.taints), tuple(pools),
+                                rwx_storage_class(spec) is not None))
     return tuple(clusters)
 
 
@@ -123,7 +128,9 @@ def workload_of(fleet: Fleet, key: NamespacedName, deployment: ModelDeployment) 
         if cache is not None and cache.cluster_selector and cache.cluster_selector.match_labels:
             cache_selector = dict(cache.cluster_selector.match_labels)
     selector = dict(spec.cluster_selector.match_labels or {}) if spec.cluster_selector else {}
-    return Workload(key, deployment.replicas, tuple(engines), selector, cache_selector, tuple(spec.tolerations or ()))
+    cache = spec.model_cache_ref.name if spec.model_cache_ref is not None else None
+    return Workload(key, deployment.replicas, tuple(engines), selector, cache_selector, tuple(spec.tolerations or ()),
+                    cache)
 
 
 def untolerated(cluster: Cluster, workload: Workload, effects: tuple[str, ...]) -> reasons.Reason | None:
@@ -133,6 +140,13 @@ def untolerated(cluster: Cluster, workload: Workload, effects: tuple[str, ...]) 
                                                for t in workload.tolerations):
             return reasons.evicted(taint.key, taint.value) if effects == ("NoExecute",) else \
                 reasons.untolerated_taint(taint.key, taint.value, taint.effect)
+    return None
+
+
+def cache_unstageable(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
+    """A cached deployment needs its cache's volume: no RWX storage, no replica (vLLM would serve its default)."""
+    if workload.cache is not None and not cluster.rwx_storage:
+        return reasons.no_cache_storage(f"{workload.key.namespace}/{workload.cache}")
     return None
 
 
