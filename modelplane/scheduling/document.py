@@ -151,11 +151,13 @@ def load_previous(source: str | Path | dict | None) -> PlacementDocument:
     try:
         # Replica by replica first, stopping at the first bad one: pydantic would build an error for
         # every field of every replica of a broken document before reporting any.
+        validated = []
         for i, replica in enumerate(replicas):
             at = ("replicas", i)
-            DocReplica.model_validate(replica)
+            validated.append(DocReplica.model_validate(replica))
         at = ()
-        document = PlacementDocument.model_validate(data)
+        # Validated replicas are taken as they are (pydantic does not revalidate model instances).
+        document = PlacementDocument.model_validate({**data, "replicas": validated} if replicas else data)
     except ValidationError as error:
         first = error.errors(include_url=False, include_input=False)[0]
         where_in = ".".join(str(p) for p in at + tuple(first["loc"]))

@@ -262,10 +262,10 @@ def _doc_placed(doc: DocReplica, status: str = "retained") -> PlacedReplica:
 
 def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, Cluster],
             fit: _Fit) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
-    """§4.6: keep each previous replica where it is while it is still eligible there."""
+    """§4.6: keep each previous replica where it is while it is still eligible there (the document
+    holds one entry per cluster and index, so two never claim one identity)."""
     kept: list[PlacedReplica] = []
     dropped: list[RemovedReplica] = []
-    taken: set[tuple[str, int]] = set()
     for doc in earlier:
         cluster = clusters.get(doc.cluster)
         why = None
@@ -277,8 +277,6 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
             why = reasons.outside_cache(workload.cache_selector)
         elif (unstageable := cache_unstageable(cluster, workload)) is not None:
             why = unstageable
-        elif (doc.cluster, doc.index) in taken:
-            why = reasons.Reason("Duplicate", "duplicate identity", f"another replica holds {doc.cluster} index {doc.index}")
         else:
             why = untolerated(cluster, workload, ("NoExecute",))
         engines = None
@@ -287,7 +285,6 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
         if why is not None:
             dropped.append(RemovedReplica(_doc_placed(doc), why))
             continue
-        taken.add((doc.cluster, doc.index))
         kept.append(PlacedReplica(workload.key, doc.name, doc.cluster, doc.index, engines, "retained"))
     return kept, dropped
 
