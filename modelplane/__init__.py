@@ -1,2 +1,2 @@
 """modelplane: a fleet control plane for AI inference, as a Pulumi program."""
-__version__ = "0.1.0"
+from .version import VERSION as __version__

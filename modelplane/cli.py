@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Sequence
 
 from . import runbook, views
-from .api import ConfigError, Fleet, ModelplaneError, NamespacedName, load_fleet
+from .version import VERSION
+from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
 from .devices import selector_problem
 from .scheduling import load_previous, schedule
@@ -30,6 +31,7 @@ def _stack_source(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="modelplane", description="Fleet control plane for AI inference.")
+    parser.add_argument("--version", action="version", version=f"modelplane {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     validate = commands.add_parser("validate", help="check a stack's config and list every problem")
     _stack_source(validate)
@@ -46,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     _stack_source(render)
     render.add_argument("--previous", type=Path, metavar="FILE")
     render.add_argument("--out", type=Path, required=True, metavar="DIR", help="one folder per cluster is written here")
+    sources = commands.add_parser("sources", help="list every Helm chart and CRD manifest the fleet fetches, and "
+                                                  "the commands that fill a mirror for air-gapped sites")
+    _stack_source(sources)
+    sources.add_argument("--output", choices=("table", "json"), default="table")
     scale = commands.add_parser("scale", help="set a deployment's replicas in the stack file")
     scale.add_argument("deployment", metavar="NAMESPACE/DEPLOYMENT")
     scale.add_argument("--replicas", type=int, required=True, metavar="N")
@@ -113,8 +119,41 @@ def cmd_validate(args: argparse.Namespace) -> int:
     stack_file, fleet = load(args.stack, args.config)
     for warning in fleet.warnings:
         print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
+    for line in _existing_cluster_notes(stack_file, fleet):
+        print(line, file=sys.stderr)
     print(f"valid: {_shown(stack_file.path)}: {fleet.summary()}")
     return EXIT_OK
+
+
+def _existing_cluster_notes(stack_file: StackFile, fleet: Fleet) -> list[str]:
+    """What modelplane installs on each Existing cluster, and how to declare what the cluster already runs."""
+    from .api.serving_stack import COMPONENTS, MIN_KUBERNETES_VERSION
+    from .render.fleet import workload_stack
+    from .render.serving_stack import by_component
+
+    lines = []
+    for name, cluster in sorted(fleet.inference_clusters.items()):
+        if cluster.cluster.source != "Existing":
+            continue
+        rendered = workload_stack(fleet, name)  # what `modelplane render` and `pulumi up` deploy there
+        releases = "; ".join(f"{component}: " + ", ".join(f"{r.name} ({r.chart} {r.version}, namespace {r.namespace})"
+                                                         for r in group)
+                             for component, group in by_component(rendered.releases))
+        crds = "; ".join(f"{m.component}: {m.url}" for m in rendered.remote_manifests) or "none"
+        cluster_scoped = ", ".join(f"{o['kind']} {o['metadata']['name']}"
+                                   for o in rendered.cluster_objects + rendered.objects if "namespace" not in o["metadata"])
+        stack = fleet.serving_stack_for(name)
+        header = ConfigIssue(("inferenceClusters", name, "cluster", "source"),
+                             f"an Existing cluster: it needs Kubernetes {MIN_KUBERNETES_VERSION}+ with "
+                             "resource.k8s.io/v1 (not checked offline), and modelplane installs there:")
+        preinstalled = [c for c in COMPONENTS if c in stack.preinstalled]
+        lines += [f"warning: {_located(stack_file, header)}",
+                  f"  Helm releases: {releases or 'none'}",
+                  f"  CRD manifests: {crds}; cluster-scoped objects: {cluster_scoped}",
+                  f"  left alone (servingStack.preinstalled): {', '.join(preinstalled) or 'nothing'}; if the cluster "
+                  f"already runs more of these, add them to inferenceClusters.{name}.servingStack.preinstalled "
+                  f"(known: {', '.join(COMPONENTS)})"]
+    return lines
 
 
 def _planned(args: argparse.Namespace):
@@ -158,10 +197,31 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     fleet, result = _planned(args)
     written, removed = write_manifests(render_fleet(fleet, result), args.out)  # refuses folders it did not write
-    for cluster, objects, releases in written:
-        print(f"{args.out / cluster}: {objects} objects, {releases} Helm releases")
+    for w in written:
+        print(f"{args.out / w.cluster}: {w.remote_manifests} remote manifests, {w.objects} objects, "
+              f"{w.releases} Helm releases, {w.placeholders} placeholders")
+    if any(w.placeholders for w in written):
+        print("placeholders (placeholders.yaml in each folder) stand for values known only once deployed, and secrets; "
+              "kind MetalLB ranges are carved from kind's default network here, from the real one by `pulumi up`")
     for folder in removed:
         print(f"{folder}: removed (its cluster is no longer in the fleet)")
+    return EXIT_OK
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    """What the mirror must hold (from the fleet's upstream render), then the commands that fill it."""
+    import json
+
+    from .render.sources import fill_commands, fleet_sources, sources_table
+
+    stack_file, fleet = load(args.stack, args.config)
+    for warning in fleet.warnings:
+        print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
+    sources = fleet_sources(fleet, schedule(fleet, None))  # placement adds no chart: a first-run plan will do
+    if args.output == "json":
+        print(json.dumps(sources.to_dict(), indent=2))
+    else:
+        sys.stdout.write(sources_table(sources) + "\n" + fill_commands(sources))
     return EXIT_OK
 
 
@@ -234,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         commands = {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain, "render": cmd_render,
-                    "scale": cmd_scale, "drain": cmd_drain, "undrain": cmd_undrain}
+                    "sources": cmd_sources, "scale": cmd_scale, "drain": cmd_drain, "undrain": cmd_undrain}
         return commands[args.command](args)
     except ConfigError as error:
         stack_file = getattr(error, "stack_file", None)

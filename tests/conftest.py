@@ -22,8 +22,9 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _sync_await
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "scripts")]  # helper modules, and scripts/fetch_crds.py
 
+import k8s_validation  # noqa: E402
 from cloud_mocks import CLOUD_OUTPUTS  # noqa: E402  (needs the path above)
 
 
@@ -250,3 +251,20 @@ def monitor(mocks) -> RecordingMonitor:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+def pytest_report_header(config) -> str:
+    source = k8s_validation.CRD_SOURCE
+    if source.path is None:
+        return f"k8s CRD schemas: none, custom-resource checks skip ({k8s_validation.MISSING_CRDS})"
+    return f"k8s CRD schemas: {source.path} (from {source.origin})"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Say why tests skipped even without -rs (the project's addopts has -q, which hides the header)."""
+    if terminalreporter.hasopt("s"):
+        return  # the short summary already has the reason
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and r.longrepr[2].endswith(k8s_validation.MISSING_CRDS)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} skipped: {k8s_validation.MISSING_CRDS}", yellow=True)

@@ -1,23 +1,28 @@
 """Offline validation of generated Kubernetes objects, for the test suite (no tests in here).
 
 No API server can run on the build machines, so validation is schema-based and in-process
-(see shared/reference/validating-manifests.md):
+(docs/schemas.md says where the CRDs come from):
 
 * Built-in kinds: the JSON schemas bundled in ``kubernetes-validate`` for Kubernetes 1.34.0, strict
   flavour (unknown fields are errors). The bundled schemas accept any string as a Quantity and do
   not check base64, list-map keys or names, so those are tightened here, plus a few hand-written
   server rules that the OpenAPI schemas lack (pod templates, Service type, Job restartPolicy, PVC,
   EndpointSlice addresses, DRA requests).
-* Custom resources: the pinned upstream CRDs under ``<repo>/../shared/k8s-crds`` (``CRD_DIR``).
-  Each ``openAPIV3Schema`` becomes a Draft-4 JSON Schema in which unknown fields are errors. Schema
+* Custom resources: the pinned upstream CRDs (tests/upstream-crds.toml) in ``CRD_DIR``, the first
+  of ``$MODELPLANE_K8S_CRD_DIR``, ``<repo>/../shared/k8s-crds`` and the user cache that
+  ``scripts/fetch_crds.py`` fills (docs/schemas.md); each file's SHA-256 is checked first. Each
+  ``openAPIV3Schema`` becomes a Draft-4 JSON Schema in which unknown fields are errors. Schema
   ``default:`` values are applied first, then the schema is checked, list-map keys must be unique,
   and the ``x-kubernetes-validations`` CEL rules run with cel-python. A rule cel-python cannot run
   (a transition rule, which needs ``oldSelf``, or a function outside cel-python and the few
   Kubernetes string functions added here) is skipped and recorded: ``skipped_cel_rules()`` lists
   them, and the test suite pins that list so a new one cannot slip in unnoticed.
 
-An unknown apiVersion/kind is an error, never a pass. A missing CRD directory raises
-``CRDDirectoryMissingError`` on every call, so tests fail instead of skipping.
+An unknown apiVersion/kind is an error, never a pass. With no CRD directory anywhere, built-in
+kinds are still validated and a custom resource skips the test (one reason, ``MISSING_CRDS``).
+But the chosen directory lacking a pinned file, or ``$MODELPLANE_K8S_CRD_DIR`` naming one that
+does not exist (``CRDDirectoryMissingError``), or a file whose SHA-256 is not the pinned one
+(``CRDDigestError``), is an error: a CI job that sets the variable fails rather than skips.
 
 Entry points: ``validate_object(obj) -> list[str]`` and ``assert_valid(objects)``.
 """
@@ -31,25 +36,32 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 __all__ = [
     "CRD_DIR",
+    "CRD_SOURCE",
     "K8S_VERSION",
+    "MISSING_CRDS",
+    "CRDDigestError",
     "CRDDirectoryMissingError",
+    "CRDSource",
     "CRDVersion",
     "SkippedRule",
     "assert_valid",
     "crd_kinds",
+    "find_crd_dir",
     "load_crds",
     "skipped_cel_rules",
     "validate_object",
@@ -57,13 +69,58 @@ __all__ = [
 
 K8S_VERSION = "1.34.0"
 REPO = Path(__file__).resolve().parent.parent
-#: The pinned upstream CRDs: ``shared/`` sits beside the repository (in CI too).
-#: ``MODELPLANE_K8S_CRD_DIR`` may point elsewhere.
-CRD_DIR = Path(os.environ.get("MODELPLANE_K8S_CRD_DIR") or REPO.parent / "shared" / "k8s-crds")
+# The fetch script owns the pinned list and the cache location; the lookup here must agree with it.
+if str(REPO / "scripts") not in sys.path:
+    sys.path.insert(0, str(REPO / "scripts"))
+import fetch_crds  # noqa: E402
+
+CRD_DIR_ENV = "MODELPLANE_K8S_CRD_DIR"
+PINS = fetch_crds.load_pins()
+# API groups of the pinned CRDs (kubebuilder names files <group>_<plural>.yaml): without the CRDs,
+# an object of these groups is unchecked (skip), any other unknown kind is still an error.
+PINNED_GROUPS = frozenset(Path(pin.path).name.partition("_")[0] for pin in PINS)
+
+
+@dataclass(frozen=True)
+class CRDSource:
+    """Where the CRDs are (``path`` None: nowhere) and which lookup step found them."""
+
+    path: Path | None
+    origin: str
+
+
+def find_crd_dir(env: Mapping[str, str] = os.environ, repo: Path = REPO) -> CRDSource:
+    """``$MODELPLANE_K8S_CRD_DIR``, else ``<repo>/../shared/k8s-crds``, else the user cache.
+
+    The variable wins even when its directory is missing (an error later, not a skip): whoever
+    sets it wants those CRDs, and a typo must not fall back to another copy or to skipping.
+    """
+    if env.get(CRD_DIR_ENV):
+        return CRDSource(Path(env[CRD_DIR_ENV]).expanduser(), CRD_DIR_ENV)
+    for path, origin in ((repo.parent / "shared" / "k8s-crds", "../shared beside the repository"),
+                         (fetch_crds.cache_dir(env), "user cache")):
+        if path.is_dir():
+            return CRDSource(path, origin)
+    return CRDSource(None, "nowhere")
+
+
+CRD_SOURCE = find_crd_dir()
+CRD_DIR = CRD_SOURCE.path  # None: custom resources are not validated, their tests skip
+MISSING_CRDS = (f"needs the pinned CRDs, found in none of ${CRD_DIR_ENV}, ../shared/k8s-crds, {fetch_crds.cache_dir()}: "
+                f"run venv/bin/python scripts/fetch_crds.py or set {CRD_DIR_ENV} (docs/schemas.md)")
 
 
 class CRDDirectoryMissingError(FileNotFoundError):
     """The pinned CRDs are not where they should be; custom resources cannot be validated."""
+
+
+class CRDDigestError(ValueError):
+    """A CRD file is not the pinned upstream file; it is not used."""
+
+
+def skip_without_crds() -> None:
+    """Skip the running test: it needs the CRDs. One call site, so pytest -rs folds them into one line."""
+    pytest.skip(MISSING_CRDS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,23 +575,33 @@ class CRDVersion:
         return self._rules
 
 
-def _require_dir(crd_dir: Path) -> Path:
+def pinned_files(crd_dir: Path, pins: Iterable[fetch_crds.Pin] = PINS) -> list[Path]:
+    """The pinned files under ``crd_dir``, each checked against its pinned SHA-256."""
     crd_dir = Path(crd_dir)
+    how_to_fix = "(see docs/schemas.md; venv/bin/python scripts/fetch_crds.py fills the user cache)"
     if not crd_dir.is_dir():
+        raise CRDDirectoryMissingError(f"CRD directory {crd_dir} does not exist {how_to_fix}")
+    pins = list(pins)
+    missing = [pin.path for pin in pins if not (crd_dir / pin.path).is_file()]
+    if missing:
         raise CRDDirectoryMissingError(
-            f"CRD directory {crd_dir} does not exist. The pinned upstream CRDs are expected at "
-            f"<repo>/../shared/k8s-crds (shared/ beside the repository clone; override with "
-            f"MODELPLANE_K8S_CRD_DIR). Custom resources cannot be validated without them."
-        )
-    return crd_dir
+            f"CRD directory {crd_dir} lacks {len(missing)} of the {len(pins)} pinned files "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) {how_to_fix}")
+    for pin in pins:
+        got = fetch_crds.sha256_of(crd_dir / pin.path)
+        if got != pin.sha256:
+            raise CRDDigestError(f"{crd_dir / pin.path} is not the pinned upstream file (SHA-256 {got}, pinned "
+                                 f"{pin.sha256} in tests/upstream-crds.toml); not used. Restore or re-fetch it.")
+    return [crd_dir / pin.path for pin in pins]
 
 
 @functools.cache
-def load_crds(crd_dir: Path = CRD_DIR) -> dict[tuple[str, str], CRDVersion]:
-    """Every version of every CRD under ``crd_dir``, by (apiVersion, kind). Raises if missing."""
-    crd_dir = _require_dir(crd_dir)
+def load_crds(crd_dir: Path | None = CRD_DIR) -> dict[tuple[str, str], CRDVersion]:
+    """Every version of every pinned CRD, by (apiVersion, kind). No directory (None): skip the test."""
+    if crd_dir is None:
+        skip_without_crds()
     out: dict[tuple[str, str], CRDVersion] = {}
-    for path in sorted(crd_dir.rglob("*.yaml")):
+    for path in pinned_files(crd_dir):
         with open(path, encoding="utf-8") as fh:
             for doc in yaml.load_all(fh, Loader=_Loader):
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
@@ -551,12 +618,10 @@ def load_crds(crd_dir: Path = CRD_DIR) -> dict[tuple[str, str], CRDVersion]:
                     if key in out:
                         raise ValueError(f"{key} is defined twice: {out[key].source} and {path}")
                     out[key] = cv
-    if not out:
-        raise CRDDirectoryMissingError(f"no CustomResourceDefinition found under {crd_dir}")
     return out
 
 
-def crd_kinds(crd_dir: Path = CRD_DIR) -> list[tuple[str, str]]:
+def crd_kinds(crd_dir: Path | None = CRD_DIR) -> list[tuple[str, str]]:
     """(apiVersion, kind) of every served CRD version."""
     return sorted(k for k, cv in load_crds(crd_dir).items() if cv.served)
 
@@ -727,7 +792,7 @@ def _compile_rules(cv: CRDVersion) -> dict:
     return {"programs": programs, "skipped": skipped, "evaluated": evaluated}
 
 
-def skipped_cel_rules(crd_dir: Path = CRD_DIR) -> list[SkippedRule]:
+def skipped_cel_rules(crd_dir: Path | None = CRD_DIR) -> list[SkippedRule]:
     """Every CEL rule of every served CRD version that is not evaluated, with the reason."""
     out: list[SkippedRule] = []
     for cv in load_crds(crd_dir).values():
@@ -847,12 +912,14 @@ def _custom_rules(obj: dict, cv: CRDVersion) -> list[str]:
 # Entry points
 # ---------------------------------------------------------------------------------------------
 
-def validate_object(obj: dict, *, crd_dir: Path = CRD_DIR) -> list[str]:
+def validate_object(obj: dict, *, crd_dir: Path | None = CRD_DIR) -> list[str]:
     """Every problem a Kubernetes 1.34 API server (with the pinned CRDs) would have with ``obj``.
 
     Each message starts with ``Kind/namespace/name`` and a field path. Empty list: valid.
+    Without CRDs (``crd_dir`` None), a custom resource of a pinned group skips the test.
     """
-    crds = load_crds(crd_dir)  # first, so that a missing CRD directory always fails
+    # First, so that a broken CRD directory fails even a test of built-in kinds.
+    crds = load_crds(crd_dir) if crd_dir is not None else {}
     if not isinstance(obj, dict):
         return [f"<not an object>: expected a dict, got {type(obj).__name__}"]
     who = describe(obj)
@@ -865,20 +932,30 @@ def validate_object(obj: dict, *, crd_dir: Path = CRD_DIR) -> list[str]:
         problems = _validate_custom(obj, cv)
     else:
         validator = _builtin_validator(api_version, kind)
+        if validator is None and crd_dir is None and api_version.rpartition("/")[0] in PINNED_GROUPS:
+            skip_without_crds()
         if validator is None:
             return [f"{who}: unknown apiVersion/kind {api_version} {kind}: neither a Kubernetes "
-                    + f"{K8S_VERSION} built-in kind nor a pinned CRD under {crd_dir}"]
+                    + f"{K8S_VERSION} built-in kind nor a pinned CRD" + (f" under {crd_dir}" if crd_dir else "")]
         problems = _validate_builtin(obj, validator)
     return [f"{who}: {p}" for p in problems]
 
 
-def assert_valid(objects: Iterable[dict], *, crd_dir: Path = CRD_DIR) -> None:
-    """Raise AssertionError listing every problem of every object (and duplicate identities)."""
+def assert_valid(objects: Iterable[dict], *, crd_dir: Path | None = CRD_DIR) -> None:
+    """Raise AssertionError listing every problem of every object (and duplicate identities).
+
+    Without CRDs, the other objects are still checked: their problems fail the test, and only
+    then do the unchecked custom resources skip it.
+    """
     objects = list(objects)
     problems: list[str] = []
     seen: dict[tuple, int] = {}
+    unchecked: BaseException | None = None
     for i, obj in enumerate(objects):
-        problems += validate_object(obj, crd_dir=crd_dir)
+        try:
+            problems += validate_object(obj, crd_dir=crd_dir)
+        except pytest.skip.Exception as skip:
+            unchecked = skip
         if isinstance(obj, dict):
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             group = str(obj.get("apiVersion", "")).rpartition("/")[0]
@@ -891,6 +968,8 @@ def assert_valid(objects: Iterable[dict], *, crd_dir: Path = CRD_DIR) -> None:
         raise AssertionError(
             f"{len(problems)} problem(s) in {len(objects)} Kubernetes object(s):\n  " + "\n  ".join(problems)
         )
+    if unchecked is not None:
+        raise unchecked
 
 
 def integral_floats_to_int(value: Any) -> Any:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
 import pulumi
@@ -25,7 +26,10 @@ from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import backends
 from modelplane.infra.backends import aks, eks, gke
 from modelplane.infra.backends.base import ClusterRequest, GpuPool
-from modelplane.render.cache import CLOUD_STORAGE_CLASSES
+from modelplane.infra.components.common import deployed_values
+from modelplane.infra.kube import substitute
+from modelplane.render.cache import CLOUD_STORAGE_CLASSES, storage_classes
+from modelplane.render.types import ClusterStack
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true"}
 
@@ -66,6 +70,15 @@ class Provisioned:
         return match
 
 
+def cluster_objects(req: ClusterRequest, access) -> list[dict]:
+    """The rendered objects the cluster itself gets (its StorageClass), filled as the InferenceCluster fills them:
+    the render's deploy-time placeholders from what the backend reports."""
+    spec = SimpleNamespace(cluster=req.source, node_pools=[p.pool for p in req.pools])
+    objects, placeholders = storage_classes(SimpleNamespace(inference_clusters={req.name: spec}), req.name)
+    stack = ClusterStack(req.name, "workload", "inference-gateway", cluster_objects=objects, placeholders=placeholders)
+    return substitute(objects, deployed_values(stack, access))
+
+
 def provision(module, req: ClusterRequest, monitor) -> Provisioned:
     """Provision under a throwaway InferenceCluster component; resolve what the caller would read."""
     resolved: dict[str, Any] = {}
@@ -76,7 +89,7 @@ def provision(module, req: ClusterRequest, monitor) -> Provisioned:
         access = backends.provision(req, parent)  # through the dispatcher, as the component calls it
         resolved["driver_root"] = access.nvidia_driver_root
         values = [access.kubeconfig, pulumi.Output.from_input(access.kubeconfig.is_secret()),
-                  pulumi.Output.from_input(module.cluster_objects(req, access)),
+                  pulumi.Output.from_input(cluster_objects(req, access)),
                   pulumi.Output.all(*[r.urn for r in access.ready])]
         return pulumi.Output.all(*values).apply(lambda v: resolved.update(zip(
             ("kubeconfig", "secret", "objects", "ready"), v)))

@@ -24,6 +24,9 @@ from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import backends
 from modelplane.infra.backends import kind
 from modelplane.infra.backends.base import POOL_LABEL, ClusterRequest, GpuPool
+from modelplane.render import render_fleet
+from modelplane.render.metallb import KIND_NETWORK, kind_address_pools, kind_cluster_names
+from modelplane.scheduling import schedule
 
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: 'https://127.0.0.1:40123'}\n  name: kind\n"
 IPV6 = {"Subnet": "fc00:f853:ccd:e793::/64", "Gateway": "fc00:f853:ccd:e793::1"}
@@ -190,6 +193,18 @@ def test_a_network_without_ipv4_is_a_clear_error(output):
 def test_metallb_ranges_of_the_demo_are_inside_the_subnet_and_disjoint(demo):
     ranges = {name: kind.metallb_pool(request, "172.19.0.0/16") for name, request in demo.items()}
     assert_disjoint_inside(ranges, "172.19.0.0/16")
+
+
+def test_the_kind_backend_and_render_compute_the_range_one_way(repo, demo):
+    """On kind's default network the program deploys the ranges `modelplane render` shows; elsewhere
+    both come from the same rule (render.metallb.kind_address_pools) over the network given."""
+    fleet = load_fleet(read_stack_file(repo / "stacks" / "Pulumi.demo.yaml").config)
+    rendered = {p.name.split(".")[0]: p.token for c in render_fleet(fleet, schedule(fleet)) for p in c.placeholders
+                if p.name.endswith(".metallbAddressPool")}
+    assert rendered == {name: kind.metallb_pool(request, KIND_NETWORK) for name, request in demo.items()}
+    assert all(request.kind_clusters == kind_cluster_names(fleet) for request in demo.values())
+    assert {name: kind.metallb_pool(request, "10.0.0.0/8") for name, request in demo.items()} == \
+        kind_address_pools(kind_cluster_names(fleet), "10.0.0.0/8")
 
 
 def test_a_network_too_small_for_the_ranges_is_a_clear_error(demo):

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import os
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import fetch_crds
 import jsonschema
 import k8s_validation as kv
 import pytest
@@ -537,6 +538,7 @@ def test_all_problems_are_reported_not_only_the_first() -> None:
 
 
 def test_assert_valid_lists_every_problem_of_every_object() -> None:
+    kv.load_crds()  # the InferencePool's problem needs the CRDs (skips without them)
     bad_secret = mutated(SECRET, _set("data.token", "%%%"))
     bad_pool = mutated(INFERENCE_POOL, _drop("spec.targetPorts"))
     with pytest.raises(AssertionError) as info:
@@ -586,14 +588,40 @@ EXPECTED_CRD_KINDS = {
 }
 
 
-def test_crd_dir_is_shared_beside_the_repository_and_exists() -> None:
-    repo = Path(kv.__file__).resolve().parent.parent
-    if not os.environ.get("MODELPLANE_K8S_CRD_DIR"):
-        assert kv.CRD_DIR == repo.parent / "shared" / "k8s-crds"
-    assert kv.CRD_DIR.is_dir(), f"the pinned CRDs must be at {kv.CRD_DIR}"
+@pytest.mark.parametrize(("env_var_set", "existing", "expected"), [
+    (True, {"env", "shared", "cache"}, "env"),
+    (True, {"shared", "cache"}, "env"),  # named but missing: an error later, never a fallback
+    (False, {"shared", "cache"}, "shared"),
+    (False, {"cache"}, "cache"),
+    (False, set(), None),
+], ids=["env var wins", "env var even if missing", "then ../shared", "then the user cache", "none: skip"])
+def test_crd_directory_lookup_order(tmp_path: Path, env_var_set: bool, existing: set[str], expected: str | None) -> None:
+    repo = tmp_path / "modelplane"
+    places = {"env": tmp_path / "elsewhere", "shared": tmp_path / "shared" / "k8s-crds", "cache": tmp_path / "cache"}
+    for name in existing:
+        places[name].mkdir(parents=True)
+    env = {"MODELPLANE_CRD_CACHE": str(places["cache"])}
+    if env_var_set:
+        env["MODELPLANE_K8S_CRD_DIR"] = str(places["env"])
+    assert kv.find_crd_dir(env, repo=repo).path == (places[expected] if expected else None)
 
 
-def test_missing_crd_directory_is_an_error_not_a_skip(tmp_path: Path) -> None:
+def test_without_crds_custom_resources_skip_and_built_in_kinds_are_still_checked() -> None:
+    assert kv.validate_object(SERVICE, crd_dir=None) == []
+    assert kv.validate_object(mutated(SECRET, _set("data.token", "%%%")), crd_dir=None) != []
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    assert "unknown apiVersion/kind" in kv.validate_object(widget, crd_dir=None)[0]  # not a pinned group
+    for needs_crds in (lambda: kv.load_crds(None), lambda: kv.validate_object(GATEWAY, crd_dir=None),
+                       lambda: kv.assert_valid([SERVICE, GATEWAY], crd_dir=None)):
+        with pytest.raises(pytest.skip.Exception) as skipped:
+            needs_crds()
+        assert skipped.value.msg == kv.MISSING_CRDS
+    assert "venv/bin/python scripts/fetch_crds.py" in kv.MISSING_CRDS and "MODELPLANE_K8S_CRD_DIR" in kv.MISSING_CRDS
+    with pytest.raises(AssertionError, match="data.token"):  # the other objects' problems still fail the test
+        kv.assert_valid([mutated(SECRET, _set("data.token", "%%%")), GATEWAY], crd_dir=None)
+
+
+def test_a_named_but_missing_or_incomplete_crd_directory_is_an_error_not_a_skip(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dir"
     with pytest.raises(kv.CRDDirectoryMissingError, match="does not exist"):
         kv.load_crds(missing)
@@ -601,21 +629,45 @@ def test_missing_crd_directory_is_an_error_not_a_skip(tmp_path: Path) -> None:
         kv.validate_object(SERVICE, crd_dir=missing)  # even for a built-in kind
     with pytest.raises(kv.CRDDirectoryMissingError):
         kv.assert_valid([GATEWAY], crd_dir=missing)
-    with pytest.raises(kv.CRDDirectoryMissingError, match="no CustomResourceDefinition"):
+    with pytest.raises(kv.CRDDirectoryMissingError, match="lacks 12 of the 12 pinned files"):
         kv.load_crds(tmp_path)  # exists but is empty
     assert issubclass(kv.CRDDirectoryMissingError, FileNotFoundError)
+
+
+def test_a_crd_file_with_another_digest_is_an_error_naming_it(tmp_path: Path) -> None:
+    def pin(path: str, content: bytes) -> fetch_crds.Pin:
+        return fetch_crds.Pin(path, f"{fetch_crds.UPSTREAM}/o/r/{'0' * 40}/{path}", "v1.0.0", hashlib.sha256(content).hexdigest())
+    pins = [pin("a/example.com_as.yaml", b"kind: A\n"), pin("b/example.com_bs.yaml", b"kind: B\n")]
+    for path, content in (("a/example.com_as.yaml", b"kind: A\n"), ("b/example.com_bs.yaml", b"kind: B, edited\n")):
+        (tmp_path / path).parent.mkdir()
+        (tmp_path / path).write_bytes(content)
+    assert kv.pinned_files(tmp_path, pins[:1]) == [tmp_path / "a/example.com_as.yaml"]
+    with pytest.raises(kv.CRDDigestError, match=re.escape(str(tmp_path / "b/example.com_bs.yaml")) + " is not the pinned"):
+        kv.pinned_files(tmp_path, pins)
+
+
+def test_the_pinned_crd_list_names_commits_and_digests() -> None:
+    assert len(kv.PINS) == len({pin.path for pin in kv.PINS}) == 12
+    for pin in kv.PINS:
+        # A commit, not a tag or branch, so that the bytes behind the URL never change.
+        assert re.fullmatch(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+\.yaml", pin.url), pin.url
+        assert Path(pin.url).name == Path(pin.path).name
+        assert re.fullmatch(r"[0-9a-f]{64}", pin.sha256) and re.fullmatch(r"v\d+\.\d+\.\d+", pin.tag), pin.path
+    assert kv.PINNED_GROUPS == {api_version.rpartition("/")[0] for api_version, _ in EXPECTED_CRD_KINDS}
 
 
 def test_every_expected_crd_kind_is_loaded_and_served() -> None:
     assert set(kv.crd_kinds()) == EXPECTED_CRD_KINDS
 
 
-def test_crd_files_match_their_recorded_sha256() -> None:
-    table = (kv.CRD_DIR / "SOURCES.md").read_text()
-    rows = re.findall(r"^\| `([^`]+\.yaml)` \|.*\| `([0-9a-f]{64})` \|", table, re.MULTILINE)
-    assert len(rows) == len(list(kv.CRD_DIR.rglob("*.yaml"))) == 12
-    for rel, sha in rows:
-        assert hashlib.sha256((kv.CRD_DIR / rel).read_bytes()).hexdigest() == sha, rel
+def test_the_found_crds_are_refused_when_one_is_edited(tmp_path: Path) -> None:
+    kv.load_crds()  # skips without CRDs
+    copy_dir = tmp_path / "crds"
+    shutil.copytree(kv.CRD_DIR, copy_dir)
+    edited = copy_dir / kv.PINS[0].path
+    edited.write_bytes(edited.read_bytes() + b"\n")
+    with pytest.raises(kv.CRDDigestError, match=re.escape(str(edited))):
+        kv.load_crds(copy_dir)
 
 
 def test_converted_crd_schemas_are_valid_draft4() -> None:

@@ -15,6 +15,10 @@ from k8s_validation import validate_object
 from modelplane.api import NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.render import kind_address_pools, render_fleet
+from modelplane.render.cache import CLOUD_STORAGE_CLASSES
+from modelplane.render.fleet import waits_for, workload_stack
+from modelplane.render.front_door import front_door_stack
+from modelplane.render.metallb import KindNetworkError, kind_cluster_names
 from modelplane.scheduling import schedule
 from modelplane.scheduling.names import child_name
 
@@ -110,14 +114,126 @@ def test_kind_address_pools_do_not_overlap():
                      "gpu-us-east": "172.18.255.207-172.18.255.222"}
 
 
+def test_kind_address_pools_refuse_a_network_too_small():
+    with pytest.raises(KindNetworkError, match="too small for 3 MetalLB ranges"):
+        kind_address_pools(["a", "b", "c"], "172.18.0.0/26")
+
+
+def manifests_of(stack: str, cluster: str):
+    return next(c for c in rendered(stack)[1] if c.cluster == cluster)
+
+
+def test_every_kind_cluster_gets_metallb_with_its_own_range():
+    """Workload clusters on kind have no cloud load balancer either: their gateways get addresses from MetalLB."""
+    fleet = rendered("demo")[0]
+    pools = kind_address_pools(kind_cluster_names(fleet))
+    for cluster in ("control", "gpu-eu-west", "gpu-us-east"):
+        manifests = manifests_of("demo", cluster)
+        [pool] = objects_of("demo", cluster, "IPAddressPool")
+        assert pool["spec"]["addresses"] == [pools[cluster]]
+        assert objects_of("demo", cluster, "L2Advertisement")[0]["spec"] == {"ipAddressPools": ["modelplane"]}
+        assert "metallb-system" in {n["metadata"]["name"] for n in objects_of("demo", cluster, "Namespace")}
+        assert manifests.releases[0].name == "metallb" and manifests.releases[0].version == "0.14.9"
+        # The range is computed offline from kind's default network: a named placeholder says so.
+        [placeholder] = [p for p in manifests.placeholders if p.name == f"{cluster}.metallbAddressPool"]
+        assert placeholder.token == pools[cluster] and "172.18.0.0/16" in placeholder.value
+    for cluster in ("aws-us-east", "azure-eu-west", "gcp-us-central", "front-door"):
+        assert not [r for r in manifests_of("cloud", cluster).releases if r.name == "metallb"]
+
+
+@pytest.mark.parametrize("cluster, source, parameters", [
+    ("aws-us-east", "EKS", {"provisioningMode": "efs-ap", "fileSystemId": "<deployed: aws-us-east.efsFileSystemId>",
+                            "directoryPerms": "700"}),
+    ("gcp-us-central", "GKE", {"tier": "enterprise", "network": "<deployed: gcp-us-central.networkName>"}),
+    ("azure-eu-west", "AKS", {"skuName": "Premium_LRS"}),
+])
+def test_cloud_clusters_get_their_read_write_many_storage_class_first(cluster, source, parameters):
+    manifests = manifests_of("cloud", cluster)
+    storage = manifests.objects[0]
+    assert storage["kind"] == "StorageClass" and storage["metadata"]["name"] == CLOUD_STORAGE_CLASSES[source]
+    assert storage["parameters"] == parameters
+    # A value the cloud hands out once the cluster exists is a named placeholder.
+    tokens = {p.token: p.name for p in manifests.placeholders}
+    for value in parameters.values():
+        if value.startswith("<deployed: "):
+            assert tokens[value] == value[len("<deployed: "):-1]
+    assert not objects_of("cloud", "front-door", "StorageClass")  # the front door stages no caches
+
+
+def test_remote_manifests_per_cluster():
+    for stack in ("demo", "cloud"):
+        fleet, manifests = rendered(stack)
+        for cluster in manifests:
+            if cluster.role == "front-door":
+                expected = [("gateway-api-crds", "gatewayApi", "v1.5.1",
+                             "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/"
+                             "standard-install.yaml")]
+            else:
+                version = fleet.serving_stack_for(cluster.cluster).versions.inference_extension
+                expected = [("inference-extension-crds", "inferenceExtension", version,
+                             f"https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/"
+                             f"{version}/manifests.yaml")]
+            assert [(m.name, m.component, m.version, m.url) for m in cluster.remote_manifests] == expected
+
+
+def test_objects_are_listed_in_install_order():
+    """Namespaces before what lives in them; a stack's objects that wait for nothing before those a
+    release serves; a replica's configuration before its workloads."""
+    for stack in ("demo", "cloud"):
+        fleet, manifests = rendered(stack)
+        for cluster in manifests:
+            seen_namespaces = set()
+            for obj in cluster.objects:
+                if obj["kind"] == "Namespace":
+                    seen_namespaces.add(obj["metadata"]["name"])
+                elif "namespace" in obj["metadata"]:
+                    assert obj["metadata"]["namespace"] in seen_namespaces, (cluster.cluster, obj["metadata"])
+            part = (front_door_stack(fleet) if cluster.role == "front-door" else workload_stack(fleet, cluster.cluster))
+            waits = [bool(waits_for(part, o)) for o in part.objects]
+            assert waits == sorted(waits), cluster.cluster  # False (waits for nothing) first
+        replicas = {}
+        for cluster in manifests:
+            for obj in cluster.objects:
+                replica = obj["metadata"].get("labels", {}).get("modelplane.ai/deployment")
+                if replica and cluster.role == "workload":
+                    key = (cluster.cluster, obj["metadata"]["namespace"], replica,
+                           obj["metadata"]["labels"].get("modelplane.ai/replica-index"))
+                    replicas.setdefault(key, []).append(obj["kind"] in ("Deployment", "LeaderWorkerSet"))
+        assert replicas
+        for key, workloads in replicas.items():
+            assert workloads == sorted(workloads) and workloads[-1], key
+
+
+def test_pulumi_await_annotations_are_rendered():
+    """What `pulumi up` applies, annotations included: Gateways wait for an address, LeaderWorkerSets for
+    Available, a cache's hydration Job is not awaited."""
+    for stack in ("demo", "cloud"):
+        for cluster in rendered(stack)[1]:
+            for obj in cluster.objects:
+                annotations = obj["metadata"].get("annotations", {})
+                expected = {"Gateway": {"pulumi.com/waitFor": "jsonpath={.status.addresses[0].value}"},
+                            "LeaderWorkerSet": {"pulumi.com/waitFor": "condition=Available"},
+                            "Job": {"pulumi.com/skipAwait": "true"}}.get(obj["kind"], {})
+                assert {k: v for k, v in annotations.items() if k.startswith("pulumi.com/")} == expected, obj["kind"]
+
+
 def test_render_command_writes_a_folder_per_cluster(tmp_path):
     result = subprocess.run([sys.executable, "-m", "modelplane", "render", "--stack", "demo", "--out", str(tmp_path)],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["control", "gpu-eu-west", "gpu-us-east"]
+    assert result.stdout.splitlines()[:3] == [
+        f"{tmp_path / 'control'}: 1 remote manifests, 12 objects, 2 Helm releases, 3 placeholders",
+        f"{tmp_path / 'gpu-eu-west'}: 1 remote manifests, 18 objects, 9 Helm releases, 1 placeholders",
+        f"{tmp_path / 'gpu-us-east'}: 1 remote manifests, 18 objects, 9 Helm releases, 1 placeholders"]
+    assert "from the real one by `pulumi up`" in result.stdout
     for folder in tmp_path.iterdir():
         releases = yaml.safe_load((folder / "helm-releases.yaml").read_text())
         assert isinstance(releases, list)
+        [manifest] = yaml.safe_load((folder / "remote-manifests.yaml").read_text())
+        assert manifest["url"].startswith("https://github.com/kubernetes-sigs/")
+        placeholders = yaml.safe_load((folder / "placeholders.yaml").read_text())
+        assert f"{folder.name}.metallbAddressPool" in {p["name"] for p in placeholders}
         for path in folder.glob("[0-9]*.yaml"):
             assert validate_object(yaml.safe_load(path.read_text())) == [], path.name
 

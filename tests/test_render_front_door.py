@@ -199,7 +199,7 @@ def test_service_route_without_backends_has_a_rule_without_backend_refs():
 
 def test_demo_route_splits_evenly_over_both_regions():
     fleet = stack_fleet("demo")
-    manifests = fd.render_front_door(fleet, schedule(fleet), {}, "172.18.255.200-172.18.255.250")
+    manifests = fd.render_front_door(fleet, schedule(fleet), {})
     (route,) = [o for o in manifests.objects if o["kind"] == "HTTPRoute"]
     refs = route["spec"]["rules"][0]["backendRefs"]
     assert [r["weight"] for r in refs] == [1, 1]
@@ -208,7 +208,7 @@ def test_demo_route_splits_evenly_over_both_regions():
 
 def test_cloud_route_weights_nine_to_one_with_the_saas_endpoint():
     fleet = stack_fleet("cloud")
-    manifests = fd.render_front_door(fleet, schedule(fleet), {}, None)
+    manifests = fd.render_front_door(fleet, schedule(fleet), {})
     routes = {o["metadata"]["name"]: o for o in manifests.objects if o["kind"] == "HTTPRoute"}
     refs = routes["chat"]["spec"]["rules"][0]["backendRefs"]
     assert [(r["name"].split("-")[0], r["weight"]) for r in refs] == [("qwen3", 5), ("qwen3", 4), ("together", 1)]
@@ -257,7 +257,7 @@ def test_a_service_that_matches_nothing_gets_no_route():
                                                                          "nodeCount": 0}]}})
     result = schedule(fleet)
     assert result.replicas() == []
-    manifests = fd.render_front_door(fleet, result, {}, "172.18.255.200-172.18.255.250")
+    manifests = fd.render_front_door(fleet, result, {})
     assert not [o for o in manifests.objects if o["kind"] == "HTTPRoute"]
 
 
@@ -338,7 +338,7 @@ def test_release_dependencies():
 # --- the whole front door ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stack, pool, expected", [
-    ("demo", "172.18.255.200-172.18.255.250",
+    ("demo", "172.18.255.239-172.18.255.254",  # the top /28 of kind's default network: control sorts first
      {"Namespace": 3, "IPAddressPool": 1, "L2Advertisement": 1, "GatewayClass": 1, "Gateway": 1,
       "Service": 2, "EndpointSlice": 2, "HTTPRoute": 1}),
     ("cloud", None,
@@ -346,7 +346,7 @@ def test_release_dependencies():
 ])
 def test_render_front_door_for_the_stacks(stack, pool, expected):
     fleet = stack_fleet(stack)
-    manifests = fd.render_front_door(fleet, schedule(fleet), {}, pool)
+    manifests = fd.render_front_door(fleet, schedule(fleet), {})
     assert manifests.role == "front-door"
     assert manifests.cluster == fleet.inference_gateway.cluster_name
     assert Counter(o["kind"] for o in manifests.objects) == expected
@@ -355,13 +355,41 @@ def test_render_front_door_for_the_stacks(stack, pool, expected):
     first_namespaced = next(i for i, o in enumerate(manifests.objects) if "namespace" in o["metadata"])
     names = [o["metadata"]["name"] for o in manifests.objects[:first_namespaced] if o["kind"] == "Namespace"]
     assert "modelplane-system" in names
+    # The Gateway API CRDs come first, from the upstream release manifest.
+    assert [(m.name, m.component, m.url) for m in manifests.remote_manifests] == [
+        ("gateway-api-crds", "gatewayApi", fd.gateway_api_crds_url())]
+    # The Gateway is awaited until it has an address (Pulumi's annotation, rendered).
+    [gateway] = [o for o in manifests.objects if o["kind"] == "Gateway"]
+    assert gateway["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.status.addresses[0].value}"}
+    pools = [o["spec"]["addresses"] for o in manifests.objects if o["kind"] == "IPAddressPool"]
+    assert pools == ([[pool]] if pool else [])
+    if pool:  # on kind the range is computed from kind's default network: a named placeholder says so
+        [placeholder] = [p for p in manifests.placeholders if p.token == pool]
+        assert placeholder.name == "control.metallbAddressPool" and "172.18.0.0/16" in placeholder.value
+
+
+def test_a_kind_front_door_range_follows_the_kind_network():
+    fleet = stack_fleet("demo")
+    manifests = fd.render_front_door(fleet, schedule(fleet), {}, "192.168.96.0/20")
+    [pool] = [o for o in manifests.objects if o["kind"] == "IPAddressPool"]
+    assert pool["spec"]["addresses"] == ["192.168.111.239-192.168.111.254"]
+
+
+def test_a_configured_address_pool_is_no_placeholder():
+    gateway = copy.deepcopy(GATEWAY)
+    gateway["traefik"]["metallb"] = {"addressPool": "172.18.200.0-172.18.200.15"}
+    fleet = fleet_with(inferenceGateway=gateway)
+    manifests = fd.render_front_door(fleet, schedule(fleet), {})
+    [pool] = [o for o in manifests.objects if o["kind"] == "IPAddressPool"]
+    assert pool["spec"]["addresses"] == ["172.18.200.0-172.18.200.15"]
+    assert [p.name for p in manifests.placeholders if p.name.endswith(".metallbAddressPool")] == []
 
 
 def test_gateway_addresses_are_used_per_cluster():
     fleet = stack_fleet("demo")
     result = schedule(fleet)
     addresses = {"gpu-eu-west": "172.18.255.100", "gpu-us-east": "172.18.255.120"}
-    manifests = fd.render_front_door(fleet, result, addresses, "172.18.255.200-172.18.255.250")
+    manifests = fd.render_front_door(fleet, result, addresses)
     slices = {o["metadata"]["name"]: o for o in manifests.objects if o["kind"] == "EndpointSlice"}
     for replica in result.replicas():
         assert slices[replica.name]["endpoints"][0]["addresses"] == [addresses[replica.cluster]]
@@ -370,7 +398,7 @@ def test_gateway_addresses_are_used_per_cluster():
 
 def test_every_namespace_in_use_gets_a_namespace_object():
     fleet = fleet_with(modelEndpoints={"other-team": {"saas": {"url": "https://api.example.com/"}}})
-    manifests = fd.render_front_door(fleet, schedule(fleet), {}, "172.18.255.200-172.18.255.250")
+    manifests = fd.render_front_door(fleet, schedule(fleet), {})
     namespaces = {o["metadata"]["name"] for o in manifests.objects if o["kind"] == "Namespace"}
     assert namespaces == {"modelplane-system", "metallb-system", "ml-team", "other-team"}
 
@@ -390,7 +418,7 @@ def secret_fleet():
 
 def test_auth_adds_a_middleware_referenced_from_the_backend_and_no_secret_value():
     fleet = secret_fleet()
-    manifests = fd.render_front_door(fleet, schedule(fleet), {}, "172.18.255.200-172.18.255.250")
+    manifests = fd.render_front_door(fleet, schedule(fleet), {})
     rendered = json.dumps([o for o in manifests.objects]) + json.dumps([r.to_dict() for r in manifests.releases])
     assert TOKEN not in rendered
     (middleware,) = [o for o in manifests.objects if o["kind"] == "Middleware"]
@@ -449,7 +477,7 @@ def test_no_secret_value_is_rendered_anywhere():
         "nodePools": [{"name": "gpu", "className": "synthetic-gpu"}]}
     fleet = load_fleet(config)
     result = schedule(fleet)
-    front = fd.render_front_door(fleet, result, {}, "172.18.255.200-172.18.255.250")
+    front = fd.render_front_door(fleet, result, {})
     everything = [front.objects, [r.to_dict() for r in front.releases]]
     cache_objects = []
     for cluster, spec in fleet.inference_clusters.items():

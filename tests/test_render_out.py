@@ -127,7 +127,8 @@ def test_render_twice_writes_the_same_output(repo, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["README.md", *CLUSTERS, "notes"]
     for cluster in CLUSTERS:
         marker = json.loads((tmp_path / cluster / ".modelplane-render").read_text())
-        assert marker["format"] == 1 and "helm-releases.yaml" in marker["files"]
+        assert marker["format"] == 1
+        assert {"remote-manifests.yaml", "helm-releases.yaml", "placeholders.yaml"} <= set(marker["files"])
         assert sorted(marker["files"]) == sorted(set(os.listdir(tmp_path / cluster)) - {".modelplane-render"})
 
 

@@ -8,10 +8,11 @@ from .errors import ConfigIssue
 from .inference_class import InferenceClass
 from .inference_cluster import InferenceCluster
 from .inference_gateway import InferenceGateway
+from .mirror import Mirror
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment
 from .model_service import ModelEndpoint, ModelService
-from .serving_stack import ServingStack, ServingStackConfig
+from .serving_stack import FAKE_GPU_DRIVER, ServingStack, ServingStackConfig
 
 GKE_NVIDIA_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"  # where GKE's driver installer puts the driver
 
@@ -37,6 +38,7 @@ class Fleet:
     model_caches: dict[NamespacedName, ModelCache] = field(default_factory=dict)
     model_endpoints: dict[NamespacedName, ModelEndpoint] = field(default_factory=dict)
     serving_stack: ServingStackConfig | None = None
+    mirror: Mirror | None = None  # modelplane:mirror: where charts and CRD manifests come from
     warnings: tuple[ConfigIssue, ...] = ()
 
     def counts(self) -> dict[str, int]:
@@ -63,6 +65,16 @@ class Fleet:
         source_default = ServingStackConfig(nvidia_driver_root=GKE_NVIDIA_DRIVER_ROOT) \
             if inference_cluster.cluster.source == "GKE" else None
         return ServingStack.effective(source_default, self.serving_stack, inference_cluster.serving_stack)
+
+    def uses_fake_gpus(self, cluster: str) -> bool:
+        """Whether `cluster`'s pools claim fake `gpu.example.com` devices (dra-example-driver's).
+
+        Those clusters (the kind demo) get the example DRA driver instead of the NVIDIA one.
+        """
+        pools = self.inference_clusters[cluster].node_pools
+        drivers = {device.driver for pool in pools if (cls := self.inference_classes.get(pool.class_name))
+                   for device in cls.devices if device.claim == "DRA"}
+        return FAKE_GPU_DRIVER in drivers
 
     def clusters_matching(self, match_labels: dict[str, str] | None) -> list[str]:
         """Names (sorted) of clusters whose labels contain every pair of `match_labels`."""

@@ -244,6 +244,11 @@ class InferenceCluster(ApiModel):
                 rules.check(source == "EKS", at + ["fabric", "type"], "EFA exists only on EKS")
             if fabric == "InfiniBand":
                 rules.check(source == "AKS", at + ["fabric", "type"], "InfiniBand is supported only on AKS")
+        if self.serving_stack is not None and self.serving_stack.preinstalled:
+            rules.check(source == "Existing", ["servingStack", "preinstalled"],
+                        f"only an Existing cluster can have preinstalled components: modelplane creates this {source} "
+                        "cluster, so nothing runs on it before modelplane installs the whole serving stack; remove "
+                        "servingStack.preinstalled")
         rules.raise_if_any()
         return self
 

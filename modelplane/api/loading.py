@@ -20,6 +20,7 @@ from .inference_class import InferenceClass
 from .inference_cluster import InferenceCluster
 from .inference_gateway import InferenceGateway
 from .issues import issues_from_validation
+from .mirror import Mirror
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment, deployment_name_problem
 from .model_service import ModelEndpoint, ModelService
@@ -59,13 +60,14 @@ KINDS: dict[str, KindSpec] = {
     "modelCaches": KindSpec(ModelCache, "namespaced", syntax.dns_label_problem),
     "modelEndpoints": KindSpec(ModelEndpoint, "namespaced", syntax.dns_1035_label_problem),
     "servingStack": KindSpec(ServingStackConfig, "single"),
+    "mirror": KindSpec(Mirror, "single"),
 }
 
 _FLEET_FIELDS = {
     "inferenceClasses": "inference_classes", "inferenceClusters": "inference_clusters",
     "inferenceGateway": "inference_gateway", "modelDeployments": "model_deployments",
     "modelServices": "model_services", "modelCaches": "model_caches", "modelEndpoints": "model_endpoints",
-    "servingStack": "serving_stack",
+    "servingStack": "serving_stack", "mirror": "mirror",
 }
 
 
@@ -108,6 +110,8 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file",
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken, selector_problem)
     issues += errors
+    if fleet.mirror is not None:
+        warnings += fleet.mirror.warnings()
     if origin == "stack-file":
         warnings += _plaintext_secrets(config)
     if issues:
@@ -187,7 +191,7 @@ def _name_ok(problem: Callable[[str], str | None] | None, name: str, path: tuple
 
 def _validate(model: type[BaseModel], body: Any, path: tuple[PathPart, ...], issues: list[ConfigIssue]) -> Any:
     if body is None:
-        issues.append(ConfigIssue(path, "is empty; it needs its fields (see the README's config reference)"))
+        issues.append(ConfigIssue(path, "is empty; it needs its fields (see docs/config.md)"))
         return None
     if isinstance(body, Mapping) and "spec" in body and ({"apiVersion", "kind", "metadata"} & set(body)):
         issues.append(ConfigIssue(path, "looks like a Kubernetes manifest; in stack config write only what is under its "

@@ -11,6 +11,7 @@ from .cel_syntax import cel_syntax_problem
 from .errors import ConfigIssue, shown
 from .fleet import Fleet, NamespacedName
 from .model_deployment import ModelDeployment
+from .serving_stack import FAKE_GPU_DRIVER
 from .storage import rwx_storage_class
 
 DEPLOYMENT_LABEL = "modelplane.ai/deployment"
@@ -43,6 +44,7 @@ def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()
     errors: list[ConfigIssue] = []
     warnings: list[ConfigIssue] = []
     _check_clusters(fleet, errors, warnings, broken)
+    _check_preinstalled(fleet, errors)
     _check_gateway(fleet, errors, broken)
     _check_deployments(fleet, errors, warnings, broken, selector_problem)
     _check_services(fleet, errors, broken)
@@ -87,6 +89,33 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
             errors.append(ConfigIssue(path + ("cluster", "kind", "clusterName"), f"kind cluster name {shown(kind_name)} is "
                                       f"already used by {'.'.join(map(str, kind_names[kind_name]))}; give each kind cluster its own"))
         kind_names[kind_name] = path
+
+
+def _check_preinstalled(fleet: Fleet, errors: list[ConfigIssue]) -> None:
+    """`preinstalled` is per Existing cluster, and names the DRA driver the cluster's pools use."""
+    if fleet.serving_stack is not None and fleet.serving_stack.preinstalled:
+        errors.append(ConfigIssue(("servingStack", "preinstalled"), "is per cluster: what a cluster already runs is "
+                                  "a property of that cluster; move the list to "
+                                  "modelplane:inferenceClusters.<name>.servingStack.preinstalled of each Existing "
+                                  "cluster that runs these components"))
+    for name, cluster in sorted(fleet.inference_clusters.items()):
+        preinstalled = cluster.serving_stack.preinstalled if cluster.serving_stack else []
+        drivers = [(i, c) for i, c in enumerate(preinstalled) if c in ("nvidiaDraDriver", "draExampleDriver")]
+        if not drivers or any(p.class_name not in fleet.inference_classes for p in cluster.node_pools):
+            continue  # an undefined class is reported on its own; without it the driver is unknown
+        used = "draExampleDriver" if fleet.uses_fake_gpus(name) else "nvidiaDraDriver"
+        for i, component in drivers:
+            if component == used:
+                continue
+            at = ("inferenceClusters", name, "servingStack", "preinstalled", i)
+            if component == "draExampleDriver":
+                why = (f"no pool of this cluster has a class with {FAKE_GPU_DRIVER} DRA devices, so modelplane "
+                       "installs no dra-example-driver here (it installs the NVIDIA DRA driver, nvidiaDraDriver)")
+            else:
+                why = (f"this cluster's pools have fake {FAKE_GPU_DRIVER} devices, so modelplane installs the "
+                       "dra-example-driver here (draExampleDriver), not the NVIDIA DRA driver")
+            errors.append(ConfigIssue(at, f"{component} is not a driver this cluster uses: {why}; remove it, "
+                                      f"or list {used} if the cluster already runs that driver"))
 
 
 def _check_gateway(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:

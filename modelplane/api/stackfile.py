@@ -9,10 +9,14 @@ UTF-8 without control characters, and parsed event by event (never recursively) 
 nesting and on the number of values. YAML aliases are refused (a billion-laughs file expands
 exponentially, and `pulumi config set` never writes an alias), as are merge keys, keys that are
 not text where names are expected, and numbers no field could take.
+
+A file with no `modelplane:` keys under `config:` (empty, comments only, another project's stack
+file) is refused too: validating nothing would report it "valid".
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,8 @@ _INT_TAG = "tag:yaml.org,2002:int"
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _PLAIN_COLLECTION_TAGS = {None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+_SCALAR_TAGS = {bool: "tag:yaml.org,2002:bool", int: "tag:yaml.org,2002:int", float: "tag:yaml.org,2002:float",
+                date: "tag:yaml.org,2002:timestamp", datetime: "tag:yaml.org,2002:timestamp"}
 _TYPE_WORDS = {"tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number",
                "tag:yaml.org,2002:bool": "true or false", "tag:yaml.org,2002:null": "null",
                "tag:yaml.org,2002:timestamp": "a date"}
@@ -82,10 +88,8 @@ def stack_file_path(stack: str, project_dir: Path) -> Path:
 def read_stack_file(path: Path) -> StackFile:
     text = read_text(path, "stack file", MAX_FILE_BYTES, _SIZE_NOTE, error=StackFileError)
     document, lines, issues = parse_yaml(text, path)
-    if document is None:
-        document = {}
     if not isinstance(document, dict):
-        raise StackFileError(f"{path} must be a mapping with a 'config:' section")
+        raise _not_a_stack(path, _not_a_mapping(document, text))
     raw_config = document.get("config") or {}
     if not isinstance(raw_config, dict):
         raise StackFileError(f"{path}: 'config:' must be a mapping of keys such as modelplane:inferenceClusters")
@@ -95,10 +99,37 @@ def read_stack_file(path: Path) -> StackFile:
     for key, value in raw_config.items():
         if isinstance(key, str) and key.startswith(prefix):
             config[key[len(prefix):]] = decode_top_level(value)
+    if not config:  # validating nothing would say "valid": an empty file, or another project's stack file
+        raise _not_a_stack(path, _no_modelplane_keys(document, raw_config, prefix))
     for loc, line in lines.items():
         if len(loc) >= 2 and loc[0] == "config" and isinstance(loc[1], str) and loc[1].startswith(prefix):
             config_lines[(loc[1][len(prefix):],) + loc[2:]] = line
     return StackFile(path, config, config_lines, tuple(issues))
+
+
+def _not_a_stack(path: Path, why: str) -> StackFileError:
+    return StackFileError(f"{path} has no modelplane configuration ({why}); see docs/config.md")
+
+
+def _not_a_mapping(document: Any, text: str) -> str:
+    if document is None:
+        meaningful = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        return "the file is empty" if not text.strip() else (
+            "the file holds only comments" if not meaningful else "the YAML document is empty")
+    kind = ("a list" if isinstance(document, list) else "an encrypted value" if isinstance(document, SecretValue)
+            else "text" if isinstance(document, str) else _TYPE_WORDS.get(_SCALAR_TAGS.get(type(document)), "a value"))
+    return f"the file is {kind}, not a mapping with a 'config:' section"
+
+
+def _no_modelplane_keys(document: dict, raw_config: dict, prefix: str) -> str:
+    why = f"no '{prefix}' keys under 'config:'"
+    misplaced = [key for key in document if isinstance(key, str) and key.startswith(prefix)]
+    if misplaced:
+        return f"{why}; {quoted(misplaced[0])} is at the top level: indent it under 'config:'"
+    if raw_config:
+        keys = [_short(key) for key in raw_config]
+        return f"{why}, only {', '.join(keys[:3])}" + (f" and {len(keys) - 3:,} more" if len(keys) > 3 else "")
+    return why if "config" in document else f"{why}: the file has no 'config:' section"
 
 
 def parse_yaml(text: str, path: Path) -> tuple[Any, dict[tuple, int], list[ConfigIssue]]:

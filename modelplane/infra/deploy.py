@@ -1,8 +1,11 @@
-"""Decided data -> components: the clusters and front door first, then what the placement puts on them.
+"""Rendered data -> components: the clusters and front door first, then what the placement puts on them.
 
-Clusters, serving stacks and the front door do not depend on the placement, so they are built
-before it is known. Everything that does (tenant namespaces, caches, replicas, endpoints, service
-routes) is built from the plan, in this order of dependencies:
+Every Kubernetes object, Helm release and remote manifest comes from `modelplane.render`, exactly
+as `modelplane render` shows it; components only turn them into resources and fill in the
+placeholders for what exists only once deployed. Clusters, serving stacks and the front door do
+not depend on the placement (`render.fleet.workload_stack`, `render.front_door.front_door_stack`),
+so they are built before it is known. Everything that does (tenant namespaces, caches, replicas,
+endpoints, service routes) is built from the plan, in this order of dependencies:
 
     cluster provider -> serving stack -> replica workloads (ready) -> front-door endpoint -> service route
 
@@ -18,10 +21,10 @@ from typing import Any
 import pulumi
 
 from ..api import Fleet, NamespacedName
-from ..render.fleet import WorkloadClusterParts, workload_cluster_parts
-from ..render.front_door import front_door_parts, service_address
+from ..render.fleet import WorkloadClusterParts, workload_cluster_parts, workload_stack
+from ..render.front_door import front_door_parts, front_door_stack, service_address
+from ..render.metallb import kind_cluster_names
 from ..render.secrets import placeholder
-from ..render.serving_stack import uses_fake_gpus
 from ..scheduling.result import PlanResult
 from .backends.base import ClusterRequest, GpuPool
 from .components import (
@@ -33,7 +36,6 @@ from .components import (
     ModelService,
     tenant_namespaces,
 )
-from .components.serving_stack import METALLB_POOL_PLACEHOLDER
 from .config import secret_output
 
 
@@ -43,27 +45,24 @@ class Infrastructure:
     gateway: InferenceGateway | None
 
 
-def kind_clusters(fleet: Fleet) -> tuple[str, ...]:
-    """Every kind cluster, front door included: each carves its own MetalLB range from the shared network."""
-    names = {name for name, c in fleet.inference_clusters.items() if c.cluster.source == "Kind"}
-    if fleet.inference_gateway is not None and fleet.inference_gateway.cluster.source == "Kind":
-        names.add(fleet.inference_gateway.cluster_name)
-    return tuple(sorted(names))
-
-
 def cluster_request(fleet: Fleet, name: str) -> ClusterRequest:
     cluster = fleet.inference_clusters[name]
     pools = tuple(GpuPool(pool, fleet.inference_classes[pool.class_name]) for pool in cluster.node_pools)
-    return ClusterRequest(name, cluster.cluster, pools, kind_clusters(fleet))
+    return ClusterRequest(name, cluster.cluster, pools, kind_cluster_names(fleet))
+
+
+def front_door_request(fleet: Fleet) -> ClusterRequest:
+    gateway = fleet.inference_gateway
+    assert gateway is not None
+    return ClusterRequest(gateway.cluster_name, gateway.cluster, (), kind_cluster_names(fleet))
 
 
 def build_infrastructure(fleet: Fleet) -> Infrastructure:
-    clusters = {name: InferenceCluster(cluster_request(fleet, name), fleet.serving_stack_for(name),
-                                       uses_fake_gpus(fleet, name))
+    clusters = {name: InferenceCluster(cluster_request(fleet, name), workload_stack(fleet, name))
                 for name in sorted(fleet.inference_clusters)}
     gateway = None
     if fleet.inference_gateway is not None:
-        gateway = InferenceGateway(fleet.inference_gateway, kind_clusters(fleet))
+        gateway = InferenceGateway(front_door_request(fleet), front_door_stack(fleet))
     return Infrastructure(clusters, gateway)
 
 
@@ -131,7 +130,7 @@ def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, r
                       secrets: dict[str, pulumi.Output[str]]) -> tuple[dict[str, ModelEndpoint], dict[str, ModelService]]:
     gateway = infra.gateway
     assert gateway is not None
-    parts = front_door_parts(fleet, result, {}, METALLB_POOL_PLACEHOLDER)
+    parts = front_door_parts(fleet, result, {})
     namespaces = tenant_namespaces(gateway.cluster, parts.namespaces, gateway, gateway.provider)
     endpoints: dict[str, ModelEndpoint] = {}
     for endpoint in parts.endpoints:

@@ -1,10 +1,12 @@
-"""Rendered Kubernetes objects and Helm releases as Pulumi resources, without writing any field here.
+"""Rendered Kubernetes objects, Helm releases and remote manifests as Pulumi resources, without writing any field here.
 
-Objects come from `modelplane.render` as plain dicts. Built-in kinds go through the typed
-pulumi-kubernetes class for their group/version/kind (so the provider's await logic applies:
-a Deployment is created only once it is available); custom resources through a generic
-Kubernetes custom resource. Placeholders the renderer leaves for values known only at deploy time
-(secrets, a workload gateway's address) are substituted with Outputs here.
+Objects come from `modelplane.render` as plain dicts, annotations (Pulumi's await hints) included.
+Built-in kinds go through the typed pulumi-kubernetes class for their group/version/kind (so the
+provider's await logic applies: a Deployment is created only once it is available); custom
+resources through a generic Kubernetes custom resource; a remote manifest through a
+`yaml.v2.ConfigFile`. Placeholders the renderer leaves for values known only at deploy time
+(secrets, a cloud's file system or network, a kind cluster's MetalLB range, a workload gateway's
+address) are substituted with Outputs here (`substitute`).
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes import _utilities as k8s_utilities
 
 from ..render.secrets import PLACEHOLDER
-from ..render.types import HelmRelease
+from ..render.types import HelmRelease, RemoteManifest
+from .sources import local_chart, manifest_file
 
 # API groups pulumi-kubernetes has typed classes for (module name under pulumi_kubernetes).
 _TYPED_GROUPS = {
@@ -27,9 +30,8 @@ _TYPED_GROUPS = {
     "admissionregistration.k8s.io": "admissionregistration", "apiextensions.k8s.io": "apiextensions",
 }
 
-# Pulumi's await annotations (read by the provider, never by Kubernetes).
-WAIT_FOR = "pulumi.com/waitFor"
-SKIP_AWAIT = "pulumi.com/skipAwait"
+# A deploy-time placeholder the renderer left (`render.types.deployed_placeholder`).
+DEPLOYED = re.compile(r"<deployed: ([^<>]+)>")
 
 
 def _snake(key: str) -> str:
@@ -58,12 +60,6 @@ def typed_class(api_version: str, kind: str) -> type | None:
         return None
 
 
-def with_annotations(obj: dict[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
-    metadata = dict(obj["metadata"])
-    metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
-    return {**obj, "metadata": metadata}
-
-
 def apply_object(name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions,
                  outputs: tuple[str, ...] = ()) -> pulumi.CustomResource:
     """One object as a Pulumi resource. `outputs` names extra top-level fields to read back (e.g. `status`).
@@ -89,20 +85,38 @@ def _type_path(api_version: str) -> str:
     return api_version if "/" in api_version else f"core/{api_version}"
 
 
+def remote_manifest(cluster: str, manifest: RemoteManifest, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
+    """A rendered remote manifest, applied as it is: `<cluster>/<name>`, its objects prefixed by the cluster."""
+    return k8s.yaml.v2.ConfigFile(f"{cluster}/{manifest.name}", file=manifest_file(manifest), resource_prefix=cluster,
+                                  opts=opts)
+
+
 def helm_release(name: str, release: HelmRelease, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
     """A Helm release as rendered: fixed release name (no random suffix), its namespace created by Helm.
+
+    The chart comes from one of three places (`modelplane.render.sources` decides which):
+    an http(s) Helm repository (`repository_opts`), an OCI registry (`chart` is the full
+    `oci://.../<chart>` reference), or a local `.tgz` file of a folder mirror (`repository` is
+    empty, `chart` is the file's absolute path; checked to exist here, so a missing file stops the
+    preview with a clear message; Helm ignores `version` for a local file).
 
     `atomic` rolls a failed install back, so a retry starts clean; the provider waits for the
     release's resources to be ready before dependents are applied.
     """
-    oci = release.repository.startswith("oci://")
+    repository = release.repository.rstrip("/")
+    if not repository:
+        chart, repository_opts = local_chart(release.chart), None
+    elif repository.startswith("oci://"):
+        chart, repository_opts = f"{repository}/{release.chart}", None
+    else:
+        chart, repository_opts = release.chart, k8s.helm.v3.RepositoryOptsArgs(repo=repository)
     return k8s.helm.v3.Release(
         name,
         name=release.name,
         namespace=release.namespace,
         create_namespace=True,
-        chart=f"{release.repository}/{release.chart}" if oci else release.chart,
-        repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=release.repository),
+        chart=chart,
+        repository_opts=repository_opts,
         version=release.version,
         values=release.values,
         atomic=True,
@@ -128,6 +142,8 @@ def substitute(value: Any, replacements: Mapping[str, pulumi.Input[str]]) -> Any
         elif (missing := PLACEHOLDER.search(value)) is not None:
             # Never deploy a placeholder where a credential belongs.
             raise ValueError(f"no value for {missing.group(1)}: set it with `pulumi config set --secret --path`")
+        elif (missing := DEPLOYED.search(value)) is not None:
+            raise ValueError(f"no deploy-time value for {missing.group(1)}; this is a modelplane bug, please report it")
     return value
 
 

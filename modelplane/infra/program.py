@@ -21,6 +21,7 @@ from ..render.front_door import service_address
 from ..scheduling import PlanResult, load_previous, schedule
 from .config import load_fleet_from_pulumi
 from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
+from .sources import check_folder_mirror
 
 
 def load_or_fail() -> Fleet:
@@ -86,6 +87,7 @@ class Program:
 
 def run() -> Program:
     fleet = load_or_fail()
+    check_folder_mirror(fleet)  # every mirrored file present and as pinned, before anything is registered
     result = previous_placement().apply(lambda previous: plan(fleet, previous))
     infrastructure = build_infrastructure(fleet)
     placement = result.apply(lambda r: build_placement(fleet, r, infrastructure))

@@ -1,5 +1,9 @@
 """A ModelCache staged on one workload cluster (spec §10): an RWX volume and the Job that fills it.
 
+The ReadWriteMany StorageClass the volume uses is the cluster's: on a cloud cluster with node pools
+modelplane creates it (`storage_classes`: EFS on EKS, Filestore on GKE, Azure Files on AKS); an
+Existing cluster names its own (`existing.cache.storageClassName`); kind has none.
+
 Per matched cluster: a ReadWriteMany PVC, the hydration Job that downloads the model into it
 once, and, when the cache has a Hugging Face token, the Secret the Job reads it from. All three
 live in the cache's namespace on the workload cluster, where the replicas that mount the volume
@@ -23,7 +27,7 @@ from ..api.model_cache import ModelCache
 from ..api.storage import CLOUD_STORAGE_CLASSES, rwx_storage_class  # noqa: F401  (re-exported)
 from ..scheduling.names import child_name
 from .secrets import placeholder
-from .types import MANAGED_BY, meta
+from .types import MANAGED_BY, Placeholder, deployed_placeholder, meta
 
 CACHE_LABEL = "modelplane.ai/modelcache"
 MOUNT_PATH = "/mnt/artifact"  # where the hydration Job mounts the volume
@@ -34,6 +38,58 @@ HYDRATE_IMAGE = "python:3.11-slim"
 def cache_storage_class(fleet: Fleet, cluster: str) -> str | None:
     """The cluster's ReadWriteMany StorageClass, or None: a cache stages only on clusters that have one."""
     return rwx_storage_class(fleet.inference_clusters[cluster])
+
+
+# --- the clouds' ReadWriteMany StorageClasses ---------------------------------------------------
+
+# Deploy-time values the StorageClasses name (`<deployed: <cluster>.<value>>`), filled by the backends.
+EFS_FILE_SYSTEM_ID = "efsFileSystemId"  # EKS: the EFS file system modelplane creates for the cluster
+GKE_NETWORK_NAME = "networkName"  # GKE: the cluster's VPC network, which Filestore instances attach to
+# World-writable SMB mounts: the hydrate Job and the engines run as different users.
+AZURE_FILES_MOUNT_OPTIONS = ["dir_mode=0777", "file_mode=0777", "uid=0", "gid=0", "mfsymlinks", "cache=strict",
+                             "actimeo=30", "nosharesock"]
+_STORAGE_VALUES = {
+    EFS_FILE_SYSTEM_ID: "the id of the EFS file system modelplane creates for the cluster",
+    GKE_NETWORK_NAME: "the name of the VPC network modelplane creates for the cluster",
+}
+
+
+def storage_classes(fleet: Fleet, cluster: str) -> tuple[list[dict[str, Any]], list[Placeholder]]:
+    """The ReadWriteMany StorageClass a cloud cluster gets (only one with node pools: only those stage caches).
+
+    Named as `CLOUD_STORAGE_CLASSES` says, which is what cache PVCs ask for. Values the cloud hands
+    out once the cluster exists (the EFS file system, the VPC network) are deploy-time placeholders.
+    """
+    spec = fleet.inference_clusters[cluster]
+    source = spec.cluster.source
+    if source not in CLOUD_STORAGE_CLASSES or not spec.node_pools:
+        return [], []
+    values: list[str] = []
+
+    def deployed(value: str) -> str:
+        values.append(value)
+        return deployed_placeholder(cluster, value)
+
+    if source == "EKS":
+        # One EFS access point (its own directory) per volume.
+        storage = _storage_class(source, "efs.csi.aws.com", {
+            "provisioningMode": "efs-ap", "fileSystemId": deployed(EFS_FILE_SYSTEM_ID), "directoryPerms": "700"})
+    elif source == "GKE":
+        storage = _storage_class(source, "filestore.csi.storage.gke.io",
+                                 {"tier": "enterprise", "network": deployed(GKE_NETWORK_NAME)},
+                                 allowVolumeExpansion=True)
+    else:
+        storage = _storage_class(source, "file.csi.azure.com", {"skuName": "Premium_LRS"},
+                                 mountOptions=list(AZURE_FILES_MOUNT_OPTIONS), allowVolumeExpansion=True)
+    placeholders = [Placeholder(f"{cluster}.{value}", deployed_placeholder(cluster, value), _STORAGE_VALUES[value])
+                    for value in values]
+    return [storage], placeholders
+
+
+def _storage_class(source: str, provisioner: str, parameters: dict[str, str], **fields: Any) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": CLOUD_STORAGE_CLASSES[source]}, "provisioner": provisioner,
+            "parameters": parameters, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", **fields}
 
 
 def pvc_name(namespace: str, name: str) -> str:

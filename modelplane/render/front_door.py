@@ -7,18 +7,20 @@
   hand-made ModelEndpoint (e.g. a SaaS provider).
 * `service_route` — a ModelService as one HTTPRoute `/<ns>/<service>/` whose weighted backendRefs
   split traffic over its endpoints (§7.2, weights by `distribute_weights`).
+* `front_door_stack` — the front door's cluster whatever the plan: the Gateway API CRDs (a remote
+  manifest), MetalLB, Traefik and the Gateway.
 * `render_front_door` — all of it for a fleet.
 
 Install order (the Pulumi layer turns it into `depends_on`, and deletes in reverse):
 
-1. The Gateway API CRDs. The Traefik chart does not install them (since chart v34 they live in
-   the separate `traefik-crds` chart), so they come from the upstream release manifest,
-   `gateway_api_crds_url(GATEWAY_API_VERSION)` (standard channel, as the reference vendors). That
-   file also holds a ValidatingAdmissionPolicy guarding CRD upgrades; the reference installs only
-   the CRDs, and the Pulumi layer may filter the manifest down to them.
+1. The Gateway API CRDs, a `RemoteManifest` named `gateway-api-crds`. The Traefik chart does not
+   install them (since chart v34 they live in the separate `traefik-crds` chart), so they come from
+   the upstream release manifest, `gateway_api_crds_url(GATEWAY_API_VERSION)` (standard channel, as
+   the reference vendors). That file also holds a ValidatingAdmissionPolicy guarding CRD upgrades,
+   and the Pulumi layer applies the whole file as it is.
 2. MetalLB (when configured), then Traefik (after the Gateway API CRDs: its Gateway provider
    needs them at start).
-3. The objects in list order, each after the releases `release_dependencies(obj)` names.
+3. The objects in list order, each after what `waits_for(stack, obj)` names.
 
 Improvements over the reference, deliberately:
 
@@ -49,16 +51,23 @@ from ..api.model_service import EndpointAuth, ModelService
 from ..api.references import CLUSTER_LABEL, DEPLOYMENT_LABEL, INDEX_LABEL
 from ..scheduling.names import child_name
 from ..scheduling.result import PlacedReplica, PlanResult
+from . import metallb as lb
+from .metallb import KIND_NETWORK, metallb
 from .secrets import placeholder
+from .sources import mirror_manifest, mirror_release
 from .types import (
     FRONT_DOOR_GATEWAY,
     MANAGED_BY,
     SYSTEM_NAMESPACE,
     check_unique_names,
     ClusterManifests,
+    ClusterStack,
     HelmRelease,
+    RemoteManifest,
+    collect_placeholders,
     gateway_address_placeholder,
     meta,
+    with_await,
 )
 
 # --- Gateway API CRDs on the front-door cluster ----------------------------------------------------
@@ -67,11 +76,18 @@ GATEWAY_API_VERSION = "v1.5.1"  # the standard channel release the reference ven
 GATEWAY_API_CRDS_URL = (
     "https://github.com/kubernetes-sigs/gateway-api/releases/download/{version}/standard-install.yaml"
 )
+GATEWAY_API_CRDS = "gateway-api-crds"  # the remote manifest's name (the ConfigFile is `<cluster>/gateway-api-crds`)
 
 
 def gateway_api_crds_url(version: str = GATEWAY_API_VERSION) -> str:
-    """Where the Pulumi layer gets the Gateway API CRDs for the front door (a ConfigFile)."""
+    """Where the Gateway API CRDs for the front door come from."""
     return GATEWAY_API_CRDS_URL.format(version=version)
+
+
+def gateway_api_crds(version: str = GATEWAY_API_VERSION) -> RemoteManifest:
+    """The front door's Gateway API CRDs, applied from the upstream release manifest."""
+    return RemoteManifest(name=GATEWAY_API_CRDS, component="gatewayApi", version=version,
+                          url=gateway_api_crds_url(version))
 
 
 # --- the gateway ---------------------------------------------------------------------------------
@@ -85,10 +101,6 @@ TRAEFIK_SERVICE = "traefik"
 TRAEFIK_GATEWAY_CLASS = "traefik"
 TRAEFIK_CONTROLLER = "traefik.io/gateway-controller"
 TRAEFIK_WEB_PORT = 8000  # Traefik's internal `web` entryPoint; the Service exposes it on port 80
-
-METALLB_NAMESPACE = "metallb-system"
-METALLB_RELEASE = "metallb"
-METALLB_POOL = "modelplane"
 
 
 def render_inference_gateway(gateway: InferenceGateway, metallb_pool: str | None
@@ -132,30 +144,6 @@ def render_inference_gateway(gateway: InferenceGateway, metallb_pool: str | None
     return objects, releases
 
 
-def metallb(pool: str, version: str = "0.14.9") -> tuple[list[dict], list[HelmRelease]]:
-    """MetalLB in L2 mode handing out `pool` (a range or CIDR inside the nodes' network)."""
-    release = HelmRelease(name=METALLB_RELEASE, namespace=METALLB_NAMESPACE, chart="metallb",
-                          repository="https://metallb.github.io/metallb", version=version)
-    # The speaker needs host networking and NET_RAW: privileged under Pod Security admission.
-    privileged = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
-    objects = [
-        namespace(METALLB_NAMESPACE, privileged),
-        {
-            "apiVersion": "metallb.io/v1beta1",
-            "kind": "IPAddressPool",
-            "metadata": meta(METALLB_POOL, METALLB_NAMESPACE, labels=MANAGED_BY),
-            "spec": {"addresses": [pool]},
-        },
-        {
-            "apiVersion": "metallb.io/v1beta1",
-            "kind": "L2Advertisement",
-            "metadata": meta(METALLB_POOL, METALLB_NAMESPACE, labels=MANAGED_BY),
-            "spec": {"ipAddressPools": [METALLB_POOL]},
-        },
-    ]
-    return objects, [release]
-
-
 def _traefik(version: str, depends_on: tuple[str, ...]) -> HelmRelease:
     values = {
         "providers": {
@@ -183,14 +171,25 @@ def _traefik(version: str, depends_on: tuple[str, ...]) -> HelmRelease:
 def release_dependencies(obj: dict[str, Any]) -> tuple[str, ...]:
     """Releases that must be installed before `obj` can be applied (its CRD comes from them).
 
-    Gateway API objects need the Gateway API CRDs (`gateway_api_crds_url`), not a release.
+    Gateway API objects need the Gateway API CRDs (a remote manifest, see `waits_for`), not a release.
     """
     group = obj["apiVersion"].rpartition("/")[0]
-    if group == "metallb.io":
-        return (METALLB_RELEASE,)
     if group == "traefik.io":
         return (TRAEFIK_RELEASE,)
-    return ()
+    return lb.release_dependencies(obj)
+
+
+# Releases that need a remote manifest first: Traefik's Gateway provider needs the Gateway API CRDs at start.
+RELEASE_MANIFESTS = {TRAEFIK_RELEASE: (GATEWAY_API_CRDS,)}
+
+
+def waits_for(stack: ClusterStack, obj: dict[str, Any]) -> tuple[str, ...]:
+    """The front door's releases and remote manifests (by name) that must be installed before `obj`."""
+    present = {r.name for r in stack.releases} | {m.name for m in stack.remote_manifests}
+    needs = release_dependencies(obj)
+    if obj["apiVersion"].startswith("gateway.networking.k8s.io/"):
+        needs += (GATEWAY_API_CRDS,)
+    return tuple(n for n in needs if n in present)
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -481,38 +480,78 @@ def service_address(gateway_address: str, key: NamespacedName) -> str:
 
 # --- the whole front door ------------------------------------------------------------------------
 
+def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK) -> ClusterStack:
+    """The front door's cluster whatever the plan: the Gateway API CRDs, MetalLB, Traefik, the Gateway.
+
+    MetalLB's range is `traefik.metallb.addressPool` when set; on kind it is carved from
+    `kind_network` by the one rule of `metallb.kind_address_pools` (offline: kind's default network;
+    the Pulumi program passes the real one).
+    """
+    gateway = fleet.inference_gateway
+    if gateway is None:
+        raise ValueError("the fleet has no front door: set modelplane:inferenceGateway")
+    cluster = gateway.cluster_name
+    pool = None
+    placeholders = []
+    metallb_block = gateway.traefik.metallb
+    if gateway.traefik.load_balancer == "MetalLB" and metallb_block is not None:
+        pool = metallb_block.address_pool
+        if pool is None and gateway.cluster.source == "Kind":
+            pool = lb.kind_address_pools(lb.kind_cluster_names(fleet), kind_network)[cluster]
+            placeholders.append(lb.pool_placeholder(cluster, pool, kind_network))
+    objects, releases = render_inference_gateway(gateway, pool)
+    # The front door's releases and remote manifests are final here: chart and manifest mirrors
+    # (air-gapped sites, `modelplane:mirror`) apply at this point, and nowhere else.
+    stack = ClusterStack(cluster=cluster, role="front-door", gateway=FRONT_DOOR_GATEWAY,
+                         objects=[with_await(o, FRONT_DOOR_GATEWAY) for o in objects],
+                         releases=[mirror_release(r, fleet.mirror) for r in releases],
+                         remote_manifests=[mirror_manifest(gateway_api_crds(), fleet.mirror)],
+                         placeholders=placeholders)
+    # Install order: what waits for nothing (the releases wait for it), then what a release or manifest serves.
+    stack.objects = [o for o in stack.objects if not waits_for(stack, o)] + \
+        [o for o in stack.objects if waits_for(stack, o)]
+    return stack
+
+
 @dataclass
 class FrontDoorParts:
     """The front door, split the way it is deployed: the gateway, then endpoints, then routes."""
 
-    cluster: str
-    objects: list[dict]  # Traefik's namespace, MetalLB's pool, the GatewayClass and Gateway
-    releases: list[HelmRelease]
+    stack: ClusterStack  # the Gateway API CRDs, Traefik (and MetalLB), the GatewayClass and Gateway
     namespaces: list[dict]  # the tenants' namespaces on the front-door cluster
     endpoints: list[FrontDoorEndpoint]
     routes: dict[NamespacedName, dict]  # ModelService -> its HTTPRoute
     route_endpoints: dict[NamespacedName, list[str]]  # ModelService -> the endpoint names its route uses
 
-    def manifests(self) -> ClusterManifests:
-        objects = self.objects + self.namespaces
+    @property
+    def cluster(self) -> str:
+        return self.stack.cluster
+
+    def objects(self) -> list[dict]:
+        """Every object of the front-door cluster, in apply order."""
+        objects = self.stack.cluster_objects + self.stack.objects + self.namespaces
         for endpoint in self.endpoints:
             objects += endpoint.objects()
-        objects += list(self.routes.values())
-        return ClusterManifests(cluster=self.cluster, role="front-door", objects=objects, releases=list(self.releases))
+        return objects + list(self.routes.values())
+
+    def manifests(self) -> ClusterManifests:
+        objects = self.objects()
+        return ClusterManifests(cluster=self.cluster, role="front-door", objects=objects,
+                                releases=list(self.stack.releases), remote_manifests=list(self.stack.remote_manifests),
+                                placeholders=collect_placeholders(objects, self.stack.placeholders))
 
 
 def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
-                     metallb_pool: str | None) -> FrontDoorParts:
+                     kind_network: str = KIND_NETWORK) -> FrontDoorParts:
     """Everything the front-door cluster gets.
 
     Endpoints of every placed replica are included; the Pulumi layer creates each only once its
     replica is ready, and a route only after the endpoints it names. A ModelService none of whose
-    selectors match an endpoint gets no route, as upstream.
+    selectors match an endpoint gets no route, as upstream. A replica's endpoint points at its
+    workload cluster's gateway: `gateway_addresses[cluster]`, or `inference-gateway.<cluster>.invalid`
+    until that is known.
     """
-    gateway = fleet.inference_gateway
-    if gateway is None:
-        raise ValueError("the fleet has no front door: set modelplane:inferenceGateway")
-    objects, releases = render_inference_gateway(gateway, metallb_pool)
+    stack = front_door_stack(fleet, kind_network)
     endpoints = fleet_endpoints(fleet, result, gateway_addresses)
     routes: dict[NamespacedName, dict] = {}
     route_endpoints: dict[NamespacedName, list[str]] = {}
@@ -523,12 +562,12 @@ def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[s
             route_endpoints[key] = [b.service for b in backends]
     used = {e.namespace for e in endpoints} | {key.namespace for key in fleet.model_services}
     namespaces = [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
-    parts = FrontDoorParts(gateway.cluster_name, objects, releases, namespaces, endpoints, routes, route_endpoints)
-    check_unique_names(gateway.cluster_name, parts.manifests().objects)
+    parts = FrontDoorParts(stack, namespaces, endpoints, routes, route_endpoints)
+    check_unique_names(stack.cluster, parts.objects())
     return parts
 
 
 def render_front_door(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
-                      metallb_pool: str | None) -> ClusterManifests:
+                      kind_network: str = KIND_NETWORK) -> ClusterManifests:
     """Everything the front-door cluster gets, objects in apply order."""
-    return front_door_parts(fleet, result, gateway_addresses, metallb_pool).manifests()
+    return front_door_parts(fleet, result, gateway_addresses, kind_network).manifests()

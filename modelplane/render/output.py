@@ -1,4 +1,9 @@
-"""Write rendered manifests to a folder: one folder per cluster, objects in apply order, Helm releases.
+"""Write rendered manifests to a folder: one folder per cluster, everything `pulumi up` puts on it.
+
+Per cluster folder, in install order: `remote-manifests.yaml` (CRD manifests applied from a URL),
+`NNN-<kind>-<namespace>-<name>.yaml` (each object, in apply order), `helm-releases.yaml` (each
+release with the releases it waits for), and `placeholders.yaml` (each value the objects hold a
+placeholder for, and what `pulumi up` puts there).
 
 `render --out DIR` only ever replaces what it wrote itself. Each cluster folder it writes holds a
 marker, `.modelplane-render`: JSON with a format version and the list of files render wrote there.
@@ -33,11 +38,32 @@ class _Folder:
     old_files: tuple[str, ...] | None  # None: the folder does not exist yet
 
 
-def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[tuple[str, int, int]], list[Path]]:
-    """Files `<out>/<cluster>/<NNN>-<kind>-<namespace>-<name>.yaml` and `<out>/<cluster>/helm-releases.yaml`.
+@dataclass(frozen=True)
+class Written:
+    """What render wrote for one cluster."""
 
-    Returns (cluster, objects, releases) per cluster, and the folders removed (of clusters no longer
-    in the fleet). A folder render wrote before is replaced, so a removed object does not linger;
+    cluster: str
+    objects: int
+    releases: int
+    remote_manifests: int
+    placeholders: int
+
+
+REMOTE_MANIFESTS = "remote-manifests.yaml"
+_REMOTE_NOTE = ("# Multi-document manifests applied from their URL before anything else on this cluster\n"
+                "# (pulumi up: a kubernetes yaml/v2 ConfigFile named <cluster>/<name>).\n")
+_PLACEHOLDER_NOTE = ("# Values the rendered objects hold a placeholder for (renderedAs);\n"
+                     "# pulumi up puts deployedAs there. Secrets are never rendered.\n")
+HELM_RELEASES = "helm-releases.yaml"
+PLACEHOLDERS = "placeholders.yaml"
+
+
+def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[Written], list[Path]]:
+    """Per cluster: `<out>/<cluster>/remote-manifests.yaml`, `<NNN>-<kind>-<namespace>-<name>.yaml` per
+    object, `helm-releases.yaml` and `placeholders.yaml`.
+
+    Returns what was written per cluster, and the folders removed (of clusters no longer in the
+    fleet). A folder render wrote before is replaced, so a removed object does not linger;
     see the module docstring for what is refused (ModelplaneError, nothing written).
     """
     _check_out(out)
@@ -55,8 +81,8 @@ def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[
     except OSError as error:
         raise ModelplaneError(f"cannot write {error.filename or out}: {error.strerror or error}; "
                               "the render stopped part way: fix that and run it again") from None
-    return [(cluster.cluster, len(cluster.objects), len(cluster.releases)) for cluster in manifests], \
-        [folder for folder, _ in stale]
+    return [Written(c.cluster, len(c.objects), len(c.releases), len(c.remote_manifests), len(c.placeholders))
+            for c in manifests], [folder for folder, _ in stale]
 
 
 def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], list[tuple[Path, tuple[str, ...]]]]:
@@ -64,13 +90,16 @@ def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], 
     folders = []
     for cluster in manifests:
         _check_cluster_name(cluster.cluster)
-        files = {}
+        files = {REMOTE_MANIFESTS: _REMOTE_NOTE + yaml.safe_dump([m.to_dict() for m in cluster.remote_manifests],
+                                                                 sort_keys=False)}
         for i, obj in enumerate(cluster.objects):
             metadata = obj.get("metadata", {})
             stem = "-".join(p for p in (f"{i:03d}", obj["kind"].lower(), metadata.get("namespace", "_cluster"),
                                         metadata["name"]) if p)
             files[f"{stem}.yaml"] = yaml.safe_dump(obj, sort_keys=False)
-        files["helm-releases.yaml"] = yaml.safe_dump([r.to_dict() for r in cluster.releases], sort_keys=False)
+        files[HELM_RELEASES] = yaml.safe_dump([r.to_dict() for r in cluster.releases], sort_keys=False)
+        files[PLACEHOLDERS] = _PLACEHOLDER_NOTE + yaml.safe_dump([p.to_dict() for p in cluster.placeholders],
+                                                                 sort_keys=False, width=1 << 16)
         folder = out / cluster.cluster
         folders.append(_Folder(folder, files, _owned_files(folder)))
     current = {cluster.cluster for cluster in manifests}

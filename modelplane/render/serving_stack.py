@@ -8,10 +8,11 @@ Install order (the Pulumi layer turns it into `depends_on`, and deletes in rever
 
 1. The Gateway API Inference Extension CRDs (InferencePool, InferenceObjective). There is no
    official Helm chart that installs only these CRDs (the project's `inferencepool` chart deploys
-   a pool and its endpoint picker, not the CRDs), so they are not a `HelmRelease`: the Pulumi layer
-   applies the upstream release manifest, `inference_extension_crds_url(version)`, as a
-   ConfigFile. Envoy Gateway's extension manager watches InferencePools, so apply them before
-   the `mp-gateway-helm` release.
+   a pool and its endpoint picker, not the CRDs), so they are not a `HelmRelease` but a
+   `RemoteManifest` (`inference_extension_crds`): the upstream release manifest,
+   `inference_extension_crds_url(version)`, which the Pulumi layer applies as a ConfigFile. Envoy
+   Gateway's extension manager watches InferencePools, so apply them before the `mp-gateway-helm`
+   release.
 2. The Helm releases, each after the releases in its `depends_on` (Envoy Gateway after
    cert-manager, whose webhooks it uses; the AI Gateway controller after its CRDs and Envoy
    Gateway). Releases install into their own namespace, which Helm creates (`create_namespace`).
@@ -21,11 +22,12 @@ Install order (the Pulumi layer turns it into `depends_on`, and deletes in rever
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..api.fleet import Fleet
 from ..api.serving_stack import ServingStack
-from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, HelmRelease, meta
+from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, HelmRelease, RemoteManifest, meta
 
 # Gateway API Inference Extension CRDs (InferencePool v1, InferencePool v1alpha2, InferenceObjective),
 # the upstream release manifest; `stack.versions.inference_extension` picks the release.
@@ -35,8 +37,20 @@ INFERENCE_EXTENSION_CRDS_URL = (
 
 
 def inference_extension_crds_url(version: str) -> str:
-    """Where the Pulumi layer gets the Gateway API Inference Extension CRDs (a ConfigFile)."""
+    """Where the Gateway API Inference Extension CRDs come from."""
     return INFERENCE_EXTENSION_CRDS_URL.format(version=version)
+
+
+INFERENCE_EXTENSION_CRDS = "inference-extension-crds"  # the remote manifest (ConfigFile `<cluster>/<name>`)
+
+
+def inference_extension_crds(stack: ServingStack) -> list[RemoteManifest]:
+    """The Inference Extension CRDs as a remote manifest; none on a cluster that has them preinstalled."""
+    if not stack.installs("inferenceExtension"):
+        return []
+    version = stack.versions.inference_extension
+    return [RemoteManifest(name=INFERENCE_EXTENSION_CRDS, component="inferenceExtension", version=version,
+                           url=inference_extension_crds_url(version))]
 
 
 # Release names: `mp-<chart>` as the reference names them (its issue #215: short derived names,
@@ -59,7 +73,19 @@ PROMETHEUS_NAMESPACE = "monitoring"
 
 ENVOY_PROXY = WORKLOAD_GATEWAY  # the EnvoyProxy the GatewayClass points at
 GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
-FAKE_GPU_DRIVER = "gpu.example.com"  # the driver name dra-example-driver publishes its devices under
+
+# The servingStack component (a key of `servingStack.versions` and `preinstalled`) each release installs.
+RELEASE_COMPONENTS = {
+    CERT_MANAGER: "certManager",
+    ENVOY_GATEWAY: "envoyGateway",
+    AI_GATEWAY_CRDS: "envoyAiGateway",
+    AI_GATEWAY: "envoyAiGateway",
+    PROMETHEUS: "prometheus",
+    LEADER_WORKER_SET: "leaderWorkerSet",
+    NODE_FEATURE_DISCOVERY: "nodeFeatureDiscovery",
+    NVIDIA_DRA_DRIVER: "nvidiaDraDriver",
+    EXAMPLE_DRA_DRIVER: "draExampleDriver",
+}
 
 _AI_GATEWAY_CONTROLLER = f"ai-gateway-controller.{AI_GATEWAY_NAMESPACE}.svc.cluster.local"
 _AI_GATEWAY_EXTENSION_PORT = 1063
@@ -72,6 +98,10 @@ def render_serving_stack(cluster: str, stack: ServingStack, fake_gpus: bool) -> 
     upstream dra-example-driver instead of the NVIDIA DRA driver, and then the NVIDIA driver's
     critical-pods quota is not needed. Every workload cluster gets the same stack for the same
     inputs; `cluster` only names it.
+
+    Components listed in `stack.preinstalled` (an Existing cluster runs them already) get no
+    release, and nothing that only they need (the NVIDIA driver's namespace and quota); releases
+    that would wait for them install without waiting (`depends_on` drops them).
     """
     releases = [
         *_gateway_releases(stack),
@@ -81,19 +111,23 @@ def render_serving_stack(cluster: str, stack: ServingStack, fake_gpus: bool) -> 
         _node_feature_discovery(stack),
         _example_dra_driver(stack) if fake_gpus else _nvidia_dra_driver(stack),
     ]
+    releases = _without_preinstalled(releases, stack)
     objects: list[dict[str, Any]] = [_namespace(SYSTEM_NAMESPACE)]
-    if not fake_gpus:
+    if not fake_gpus and stack.installs("nvidiaDraDriver"):
         objects += [_namespace(NVIDIA_DRA_DRIVER_NAMESPACE), critical_pods_quota(NVIDIA_DRA_DRIVER_NAMESPACE)]
     objects += [envoy_proxy(), gateway_class(stack), gateway(stack)]
     return objects, releases
 
 
-def release_dependencies(obj: dict[str, Any]) -> tuple[str, ...]:
-    """Releases that must be installed before `obj` can be applied (its CRD comes from them)."""
+def release_dependencies(obj: dict[str, Any], stack: ServingStack | None = None) -> tuple[str, ...]:
+    """Releases that must be installed before `obj` can be applied (its CRD comes from them).
+
+    With `stack`, releases of its preinstalled components are left out: the cluster serves those
+    kinds already (the gateway objects need Envoy Gateway's CRDs either way, from whoever installed it).
+    """
     group = obj["apiVersion"].rpartition("/")[0]
-    if group in ("gateway.envoyproxy.io", "gateway.networking.k8s.io"):
-        return (ENVOY_GATEWAY,)
-    return ()
+    needed = (ENVOY_GATEWAY,) if group in ("gateway.envoyproxy.io", "gateway.networking.k8s.io") else ()
+    return tuple(r for r in needed if stack is None or stack.installs(RELEASE_COMPONENTS[r]))
 
 
 def uses_fake_gpus(fleet: Fleet, cluster: str) -> bool:
@@ -101,10 +135,29 @@ def uses_fake_gpus(fleet: Fleet, cluster: str) -> bool:
 
     Those clusters (the kind demo) get the example driver instead of the NVIDIA one.
     """
-    pools = fleet.inference_clusters[cluster].node_pools
-    drivers = {device.driver for pool in pools if (cls := fleet.inference_classes.get(pool.class_name))
-               for device in cls.devices if device.claim == "DRA"}
-    return FAKE_GPU_DRIVER in drivers
+    return fleet.uses_fake_gpus(cluster)
+
+
+def by_component(releases: list[HelmRelease]) -> list[tuple[str, list[HelmRelease]]]:
+    """Releases grouped by the servingStack component that installs them, in install order.
+
+    A release of no component (MetalLB on kind) is its own group, named after the release.
+    """
+    out: list[tuple[str, list[HelmRelease]]] = []
+    for release in releases:
+        component = RELEASE_COMPONENTS.get(release.name, release.name)
+        if out and out[-1][0] == component:
+            out[-1][1].append(release)
+        else:
+            out.append((component, [release]))
+    return out
+
+
+def _without_preinstalled(releases: list[HelmRelease], stack: ServingStack) -> list[HelmRelease]:
+    """The releases of components modelplane installs; `depends_on` keeps only releases still installed."""
+    kept = [r for r in releases if stack.installs(RELEASE_COMPONENTS[r.name])]
+    names = {r.name for r in kept}
+    return [replace(r, depends_on=tuple(d for d in r.depends_on if d in names)) for r in kept]
 
 
 # --- releases -------------------------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""Cluster backends: one per `cluster.source`, each yielding a `ClusterAccess`."""
+"""Cluster backends: one per `cluster.source`, each yielding a `ClusterAccess`.
+
+Backends create no Kubernetes object: what a cluster needs inside it (a cloud's ReadWriteMany
+StorageClass) is rendered (`render.cache.storage_classes`); a backend only reports the values those
+objects need once the cluster exists (`ClusterAccess.deployed_values`).
+"""
 from __future__ import annotations
 
 import importlib
@@ -16,12 +21,20 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess
     The backend module is imported here, on first use, so a stack without EKS never imports
     pulumi_aws or pulumi_eks (they take seconds to import).
     """
-    module = importlib.import_module(f"{__name__}.{_MODULES[request.source.source]}")
-    return module.provision(request, parent)
+    return _backend(request.source.source).provision(request, parent)
 
 
-def cluster_objects(request: ClusterRequest, access: ClusterAccess) -> list[dict]:
-    """Kubernetes objects the backend needs inside its cluster (e.g. a cloud's RWX StorageClass)."""
-    module = importlib.import_module(f"{__name__}.{_MODULES[request.source.source]}")
-    hook = getattr(module, "cluster_objects", None)
-    return list(hook(request, access)) if hook is not None else []
+# The extra of `pyproject.toml` that installs each cloud's SDK.
+_EXTRAS = {"EKS": "aws", "GKE": "gcp", "AKS": "azure"}
+
+
+def _backend(source: str):
+    try:
+        return importlib.import_module(f"{__name__}.{_MODULES[source]}")
+    except ModuleNotFoundError as error:
+        if source not in _EXTRAS or not (error.name or "").startswith("pulumi_"):
+            raise
+        raise ModuleNotFoundError(
+            f"a cluster with source {source} needs the {error.name} package, which is not installed: "
+            f"pip install 'modelplane[{_EXTRAS[source]}]' (or -r requirements.txt, every cloud)",
+            name=error.name) from None

@@ -1,6 +1,7 @@
 """AKS: a resource group (or an existing one), a VNet with one node subnet, a cluster with Azure CNI
 overlay networking and a system pool, and one autoscaling agent pool per GPU pool with the NVIDIA
-driver installed by AKS. Azure Files CSI is built into AKS, so ModelCache needs only a StorageClass.
+driver installed by AKS. Azure Files CSI is built into AKS, so ModelCache needs only a StorageClass
+(rendered: `render.cache.storage_classes`).
 """
 from __future__ import annotations
 
@@ -9,17 +10,13 @@ import base64
 import pulumi
 from pulumi_azure_native import containerservice, network, resources
 
-from .base import (GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool,
-                   rwx_storage_class)
+from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_VM_SIZE = "Standard_D4s_v5"
 SYSTEM_DISK_GB = 100
 # Overlay: pods get addresses outside the VNet, so only nodes use the subnet.
 NETWORK_PROFILE = {"network_plugin": "azure", "network_plugin_mode": "overlay", "pod_cidr": "10.244.0.0/16",
                    "service_cidr": "10.96.0.0/16", "dns_service_ip": "10.96.0.10"}
-# World-writable SMB mounts: the hydrate Job and the engines run as different users.
-AZURE_FILES_MOUNT_OPTIONS = ["dir_mode=0777", "file_mode=0777", "uid=0", "gid=0", "mfsymlinks", "cache=strict",
-                             "actimeo=30", "nosharesock"]
 
 
 def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess:
@@ -51,14 +48,6 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess
         resource_group_name=group, resource_name=cluster.name)
     kubeconfig = credentials.kubeconfigs[0].value.apply(lambda encoded: base64.b64decode(encoded).decode())
     return ClusterAccess(kubeconfig=pulumi.Output.secret(kubeconfig), ready=[cluster, *gpu])
-
-
-def cluster_objects(request: ClusterRequest, access: ClusterAccess) -> list[dict]:
-    """Objects to apply through the cluster's provider once it exists: the Azure Files StorageClass."""
-    if not request.pools:  # only clusters that run replicas stage model caches
-        return []
-    return [rwx_storage_class("AKS", "file.csi.azure.com", {"skuName": "Premium_LRS"},
-                              mountOptions=AZURE_FILES_MOUNT_OPTIONS, allowVolumeExpansion=True)]
 
 
 def _agent_pool(request: ClusterRequest, pool: GpuPool, group: pulumi.Input[str],

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import pulumi
 
 from ...api.inference_class import InferenceClass
-from ...render.cache import CLOUD_STORAGE_CLASSES
 from ...api.inference_cluster import ClusterSource, NodePool
+from ...render.metallb import ADDRESS_POOL
 
 POOL_LABEL = "modelplane.ai/pool"  # what a replica's nodeSelector names; without it pods stay Pending
 GPU_LABEL = "modelplane.ai/gpu"  # the accelerator type, informational
@@ -81,9 +81,7 @@ class ClusterAccess:
     # The serving stack's `nvidiaDriverRoot` where the cloud installs the driver elsewhere (GKE).
     nvidia_driver_root: str | None = None
 
-
-def rwx_storage_class(source: str, provisioner: str, parameters: dict, **fields) -> dict:
-    """The cloud's ReadWriteMany StorageClass for ModelCache, named as the renderer expects it."""
-    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-            "metadata": {"name": CLOUD_STORAGE_CLASSES[source]}, "provisioner": provisioner,
-            "parameters": parameters, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", **fields}
+    def deployed_values(self) -> dict[str, pulumi.Input[str]]:
+        """Values the cluster has once deployed, by the name rendered placeholders give them
+        (`<deployed: <cluster>.<name>>`, or a kind cluster's MetalLB range)."""
+        return {ADDRESS_POOL: self.metallb_pool} if self.metallb_pool is not None else {}

@@ -16,8 +16,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from .base import (GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool,
-                   rwx_storage_class)
+from ...render.cache import EFS_FILE_SYSTEM_ID
+from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_INSTANCE_TYPE = "m6i.xlarge"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -35,10 +35,16 @@ NODE_POLICIES = {
 
 @dataclass
 class EKSAccess(ClusterAccess):
-    """ClusterAccess plus what `cluster_objects` needs from the AWS side."""
+    """ClusterAccess plus what the rendered StorageClass needs from the AWS side."""
 
     cluster_name: str = ""  # the EKS cluster's AWS name (cluster-autoscaler discovers node groups by it)
     file_system_id: pulumi.Output[str] | None = None  # the EFS behind modelplane-rwx-efs; None without GPU pools
+
+    def deployed_values(self) -> dict[str, pulumi.Input[str]]:
+        values = super().deployed_values()
+        if self.file_system_id is not None:
+            values[EFS_FILE_SYSTEM_ID] = self.file_system_id
+        return values
 
 
 @dataclass
@@ -89,15 +95,6 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> EKSAccess:
         ready += efs_ready
     return EKSAccess(kubeconfig=pulumi.Output.secret(cluster.kubeconfig_json), ready=ready,
                      cluster_name=name, file_system_id=file_system_id)
-
-
-def cluster_objects(request: ClusterRequest, access: EKSAccess) -> list[dict]:
-    """Objects to apply through the cluster's provider once it exists: the EFS StorageClass."""
-    if access.file_system_id is None:
-        return []
-    # One EFS access point (its own directory) per volume.
-    return [rwx_storage_class("EKS", "efs.csi.aws.com", {"provisioningMode": "efs-ap",
-                                                         "fileSystemId": access.file_system_id, "directoryPerms": "700"})]
 
 
 def eks_cluster_name(name: str) -> str:

@@ -16,7 +16,8 @@ import pulumi_gcp as gcp
 
 from ...api.fleet import GKE_NVIDIA_DRIVER_ROOT
 
-from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool, rwx_storage_class
+from ...render.cache import GKE_NETWORK_NAME
+from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 IMAGE_TYPE = "COS_CONTAINERD"
@@ -27,9 +28,15 @@ OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM, not sc
 
 @dataclass
 class GKEAccess(ClusterAccess):
-    """ClusterAccess plus what `cluster_objects` needs from the GCP side."""
+    """ClusterAccess plus what the rendered StorageClass needs from the GCP side."""
 
     network_name: pulumi.Output[str] | None = None  # Filestore instances attach to this VPC
+
+    def deployed_values(self) -> dict[str, pulumi.Input[str]]:
+        values = super().deployed_values()
+        if self.network_name is not None:
+            values[GKE_NETWORK_NAME] = self.network_name
+        return values
 
 
 def provision(request: ClusterRequest, parent: pulumi.Resource) -> GKEAccess:
@@ -66,14 +73,6 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> GKEAccess:
 
     return GKEAccess(kubeconfig=pulumi.Output.secret(_kubeconfig(name, cluster)), ready=[system, *gpu],
                      nvidia_driver_root=NVIDIA_DRIVER_ROOT, network_name=network.name)
-
-
-def cluster_objects(request: ClusterRequest, access: GKEAccess) -> list[dict]:
-    """Objects to apply through the cluster's provider once it exists: the Filestore StorageClass."""
-    if not request.pools:  # only clusters that run replicas stage model caches
-        return []
-    return [rwx_storage_class("GKE", "filestore.csi.storage.gke.io",
-                              {"tier": "enterprise", "network": access.network_name}, allowVolumeExpansion=True)]
 
 
 def _seeded_once(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:

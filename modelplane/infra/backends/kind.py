@@ -10,8 +10,10 @@ Three `pulumi_command.local.Command`s, children of the cluster's component:
 * `<name>-kubeconfig` runs `kind get kubeconfig`; its stdout is a secret output and not logged.
 * `<name>-kind-network` runs `docker network inspect` on the kind network (`kind`, or
   `$KIND_EXPERIMENTAL_DOCKER_NETWORK`) to get its real IPv4 subnet. Each kind cluster's MetalLB range
-  is carved from it (`kind_address_pools`). A range outside the real subnet makes front-door
-  requests time out with no error (seed trap 5), so it is never assumed.
+  is carved from it by the one rule `modelplane render` applies to kind's default network
+  (`render.metallb.kind_address_pools`); the rendered range is replaced with this one. A range
+  outside the real subnet makes front-door requests time out with no error (seed trap 5), so it
+  is never assumed.
 
 Re-runs: if a cluster of that name already exists when the create runs, Pulumi's state does not
 know it (an interrupted `pulumi up`, or `kind create` killed mid-way), so it is deleted and created
@@ -48,18 +50,12 @@ import pulumi
 import pulumi_command as command
 import yaml
 
-from ...api.errors import ModelplaneError
-from ...render.fleet import KIND_NETWORK, kind_address_pools
+from ...render.metallb import KIND_NETWORK, NETWORK_ENV, KindNetworkError, kind_address_pools
 from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest
 
 KIND_API_VERSION = "kind.x-k8s.io/v1alpha4"
 CREATE_WAIT = "5m"  # the control plane comes up in about a minute; slow laptops also pull the image
 DEFAULT_NETWORK = "kind"
-NETWORK_ENV = "KIND_EXPERIMENTAL_DOCKER_NETWORK"  # kind's own switch for the Docker network it uses
-
-
-class KindNetworkError(ModelplaneError):
-    """The kind Docker network cannot hold the MetalLB ranges."""
 
 
 def kind_cluster_name(request: ClusterRequest) -> str:
@@ -129,16 +125,11 @@ def ipv4_subnet(ipam_config: str, network: str) -> str:
 
 
 def metallb_pool(request: ClusterRequest, subnet: str) -> str:
-    """This cluster's MetalLB range: every kind cluster of the fleet carves its own from `subnet`."""
-    names = sorted(set(request.kind_clusters) | {request.name})
-    pools = kind_address_pools(names, subnet)
-    net = ipaddress.ip_network(subnet)
-    # Docker hands node addresses out from the bottom; the ranges must stay clear of them.
-    lowest = min(ipaddress.ip_address(pool.split("-")[0]) for pool in pools.values())
-    if lowest < net.network_address + net.num_addresses // 2:
-        raise KindNetworkError(f"the kind network {subnet} is too small for {len(names)} MetalLB ranges "
-                               f"of 16 addresses in its upper half; use a larger network ({NETWORK_ENV})")
-    return pools[request.name]
+    """This cluster's MetalLB range: every kind cluster of the fleet carves its own from `subnet`.
+
+    The same rule render applies offline to kind's default network, so on that network the two agree.
+    """
+    return kind_address_pools(sorted(set(request.kind_clusters) | {request.name}), subnet)[request.name]
 
 
 def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess:

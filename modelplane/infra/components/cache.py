@@ -6,7 +6,6 @@ from typing import Any, Mapping
 import pulumi
 
 from ...api.fleet import NamespacedName
-from ..kube import SKIP_AWAIT, with_annotations
 from .common import apply_objects, children, component_type
 from .replica import component_name
 
@@ -14,8 +13,9 @@ from .replica import component_name
 class ModelCache(pulumi.ComponentResource):
     """Per cluster: the PVC, the token Secret (a Pulumi secret) and the hydration Job.
 
-    The Job is not awaited: it downloads a model once (possibly for an hour) and removes itself
-    when done; replicas that mount the volume wait for the files, not for Pulumi.
+    The Job is not awaited (its rendered `pulumi.com/skipAwait` annotation): it downloads a model once
+    (possibly for an hour) and removes itself when done; replicas that mount the volume wait for the
+    files, not for Pulumi.
     """
 
     def __init__(self, key: NamespacedName, per_cluster: Mapping[str, tuple[list[dict[str, Any]], pulumi.ProviderResource,
@@ -24,7 +24,6 @@ class ModelCache(pulumi.ComponentResource):
         super().__init__(component_type("ModelCache"), component_name(key.namespace, key.name), None, opts)
         self.resources: dict[str, list[pulumi.CustomResource]] = {}
         for cluster, (objects, provider, depends_on) in sorted(per_cluster.items()):
-            objects = [with_annotations(o, {SKIP_AWAIT: "true"}) if o["kind"] == "Job" else o for o in objects]
             child = pulumi.ResourceOptions.merge(children(self, provider),
                                                  pulumi.ResourceOptions(depends_on=depends_on))
             self.resources[cluster] = apply_objects(cluster, objects, child, replacements=secrets)

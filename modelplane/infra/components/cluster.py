@@ -5,31 +5,32 @@ from typing import Any
 
 import pulumi
 
-from ...api.serving_stack import ServingStack as ServingStackSpec
+from ...render.types import ClusterStack
 from .. import backends
 from ..backends.base import ClusterRequest
 from ..kube import apply_object, resource_name
-from .common import apply_objects, children, cluster_provider, component_type
+from .common import apply_objects, children, cluster_provider, component_type, deployed_values
 from .serving_stack import ServingStack
 
 
 class InferenceCluster(pulumi.ComponentResource):
     """Everything that exists per workload cluster regardless of the plan.
 
-    Plan-dependent objects (tenant namespaces, replicas, caches) are added later, through
-    `provider`, once the placement is known.
+    The rendered stack (`render.fleet.workload_stack`): the objects the cluster itself needs (a
+    cloud's RWX StorageClass for ModelCache) are its own children, the rest its ServingStack's.
+    Deploy-time placeholders in them are filled from what the backend reports. Plan-dependent
+    objects (tenant namespaces, replicas, caches) are added later, through `provider`, once the
+    placement is known.
     """
 
-    def __init__(self, request: ClusterRequest, stack: ServingStackSpec, fake_gpus: bool,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(component_type("InferenceCluster"), request.name, None, opts)
         self.name = request.name
         access = backends.provision(request, self)
         self.provider = cluster_provider(request.name, access, self)
-        # What the backend needs inside the cluster (a cloud's RWX StorageClass for ModelCache).
-        apply_objects(request.name, backends.cluster_objects(request, access), children(self, self.provider))
-        self.serving_stack = ServingStack(request.name, stack, fake_gpus, self.provider, access.metallb_pool,
-                                          opts=pulumi.ResourceOptions(parent=self))
+        values = deployed_values(stack, access)
+        apply_objects(request.name, stack.cluster_objects, children(self, self.provider), replacements=values)
+        self.serving_stack = ServingStack(stack, self.provider, values, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"gatewayAddress": self.serving_stack.address})
 
 

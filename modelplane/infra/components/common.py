@@ -7,12 +7,10 @@ from typing import Any, Callable, Iterable, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ...render.types import HelmRelease
+from ...render.fleet import release_waits_for, waits_for
+from ...render.types import ClusterStack, HelmRelease
 from ..backends.base import ClusterAccess
-from ..kube import WAIT_FOR, apply_object, helm_release, resource_name, substitute, with_annotations
-
-# A Gateway is created once it has an address: the front door's endpoints and URLs need it.
-GATEWAY_WAIT = {WAIT_FOR: "jsonpath={.status.addresses[0].value}"}
+from ..kube import apply_object, helm_release, remote_manifest, resource_name, substitute
 
 
 def component_type(kind: str) -> str:
@@ -69,6 +67,7 @@ def apply_objects(cluster: str, objects: Iterable[dict[str, Any]], opts: pulumi.
 
 @dataclass
 class Installed:
+    manifests: dict[str, k8s.yaml.v2.ConfigFile]
     releases: dict[str, k8s.helm.v3.Release]
     gateway: pulumi.CustomResource  # created once it has an address
 
@@ -76,32 +75,44 @@ class Installed:
     def address(self) -> pulumi.Output[str]:
         return self.gateway.status.apply(first_address)  # type: ignore[attr-defined]
 
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        """What workloads on the cluster wait for: every CRD manifest and every release."""
+        return [*self.manifests.values(), *self.releases.values()]
 
-def install_stack(cluster: str, objects: list[dict[str, Any]], releases: list[HelmRelease],
-                  opts: pulumi.ResourceOptions, *, served_by: Callable[[dict[str, Any]], tuple[str, ...]],
-                  crds: pulumi.Resource, needs_crds: Callable[[dict[str, Any]], bool], crds_release: str,
-                  gateway: str, replacements: Mapping[str, pulumi.Input[str]]) -> Installed:
-    """A cluster's charts and the objects around them, in the order the cluster can take them.
 
-    First the objects no release serves (namespaces, quotas: the charts' pods are admitted
-    against them), then the releases in dependency order (`crds_release` also after the CRD
-    manifest `crds`), then the objects the releases or CRDs serve, each after what serves it.
-    The Gateway named `gateway` is awaited until it has an address.
+def install_stack(stack: ClusterStack, opts: pulumi.ResourceOptions,
+                  replacements: Mapping[str, pulumi.Input[str]]) -> Installed:
+    """A rendered cluster stack's remote manifests, charts and objects, in the order the cluster can take them.
+
+    First the remote manifests (CRDs) and the objects nothing serves (namespaces, quotas: the
+    charts' pods are admitted against them), then the releases in dependency order (each also
+    after the manifests `release_waits_for` names), then the objects the releases or manifests
+    serve, each after what `waits_for` names. The stack's Gateway is read back until it has an
+    address (its await annotation is rendered).
     """
-    def needs(obj: dict[str, Any]) -> bool:
-        return bool(served_by(obj)) or needs_crds(obj)
+    cluster = stack.cluster
+    manifests = {m.name: remote_manifest(cluster, m, opts) for m in stack.remote_manifests}
 
     def is_gateway(obj: dict[str, Any]) -> bool:
-        return obj["kind"] == "Gateway" and obj["metadata"]["name"] == gateway
+        return obj["kind"] == "Gateway" and obj["metadata"]["name"] == stack.gateway
 
-    base = apply_objects(cluster, [o for o in objects if not needs(o)], opts, replacements=replacements)
-    installed = install_releases(cluster, releases, opts,
-                                 after={r.name: base + ([crds] if r.name == crds_release else []) for r in releases})
-    served = [with_annotations(o, GATEWAY_WAIT) if is_gateway(o) else o for o in objects if needs(o)]
+    read_back = lambda obj: ("status",) if is_gateway(obj) else ()  # noqa: E731
+    unserved = [o for o in stack.objects if not waits_for(stack, o)]
+    base = apply_objects(cluster, unserved, opts, replacements=replacements, read_back=read_back)
+    installed = install_releases(cluster, stack.releases, opts,
+                                 after={r.name: base + [manifests[m] for m in release_waits_for(stack, r)]
+                                        for r in stack.releases})
+    served = [o for o in stack.objects if waits_for(stack, o)]
+    prerequisites = {**manifests, **installed}
     applied = apply_objects(cluster, served, opts, replacements=replacements,
-                            depends_on=lambda obj: [installed[r] for r in served_by(obj)] + ([crds] if needs_crds(obj) else []),
-                            read_back=lambda obj: ("status",) if is_gateway(obj) else ())
-    return Installed(installed, next(r for o, r in zip(served, applied) if is_gateway(o)))
+                            depends_on=lambda obj: [prerequisites[n] for n in waits_for(stack, obj)],
+                            read_back=read_back)
+    gateways = [r for o, r in zip(unserved + served, base + applied) if is_gateway(o)]
+    if len(gateways) != 1:
+        raise ValueError(f"cluster {cluster}: the rendered stack has {len(gateways)} Gateways named {stack.gateway}; "
+                         "this is a modelplane bug, please report it")
+    return Installed(manifests, installed, gateways[0])
 
 
 def first_address(status: Any) -> str | None:
@@ -112,3 +123,20 @@ def first_address(status: Any) -> str | None:
 
 def children(parent: pulumi.Resource, provider: pulumi.ProviderResource | None = None) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions(parent=parent, provider=provider)
+
+
+def deployed_values(stack: ClusterStack, access: ClusterAccess) -> dict[str, pulumi.Input[str]]:
+    """The stack's deploy-time placeholders (token -> value) from what the cluster's backend reports.
+
+    A placeholder the backend has no value for is a modelplane bug: the run stops rather than
+    deploy the placeholder.
+    """
+    values = access.deployed_values()
+    out: dict[str, pulumi.Input[str]] = {}
+    for placeholder in stack.placeholders:
+        cluster, _, key = placeholder.name.partition(".")
+        if cluster != stack.cluster or key not in values:
+            raise ValueError(f"cluster {stack.cluster}: no deploy-time value for {placeholder.name}; this is a "
+                             "modelplane bug, please report it")
+        out[placeholder.token] = values[key]
+    return out

@@ -6,12 +6,8 @@ from typing import Any
 import pulumi
 
 from ...scheduling.result import PlacedReplica
-from ..kube import WAIT_FOR, with_annotations
+from ...render.types import WORKLOAD_KINDS
 from .common import apply_objects, children, component_type
-
-WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
-# LeaderWorkerSet has no built-in await in pulumi-kubernetes: wait for the controller's verdict.
-LWS_WAIT = {WAIT_FOR: "condition=Available"}
 # Engines pull large images and load weights: allow more than the provider's 10-minute default.
 WORKLOAD_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m")
 
@@ -26,7 +22,9 @@ class ModelReplica(pulumi.ComponentResource):
 
     Configuration objects go first; the workloads (Deployment, LeaderWorkerSet) after them, and
     `workloads` are what the replica's front-door endpoint waits for: Pulumi creates a workload
-    only once it is available, so an endpoint never points at a replica that is still starting.
+    only once it is available, so an endpoint never points at a replica that is still starting
+    (a LeaderWorkerSet has no built-in await: its rendered `pulumi.com/waitFor` annotation waits for
+    the controller's Available condition).
     """
 
     def __init__(self, replica: PlacedReplica, objects: list[dict[str, Any]], provider: pulumi.ProviderResource,
@@ -36,8 +34,7 @@ class ModelReplica(pulumi.ComponentResource):
         self.replica = replica
         child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
         config = [o for o in objects if o["kind"] not in WORKLOAD_KINDS]
-        workloads = [with_annotations(o, LWS_WAIT) if o["kind"] == "LeaderWorkerSet" else o
-                     for o in objects if o["kind"] in WORKLOAD_KINDS]
+        workloads = [o for o in objects if o["kind"] in WORKLOAD_KINDS]
         applied_config = apply_objects(replica.cluster, config, child)
         self.workloads = apply_objects(
             replica.cluster, workloads,
