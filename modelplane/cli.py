@@ -153,7 +153,29 @@ def _existing_cluster_notes(stack_file: StackFile, fleet: Fleet) -> list[str]:
                   f"  left alone (servingStack.preinstalled): {', '.join(preinstalled) or 'nothing'}; if the cluster "
                   f"already runs more of these, add them to inferenceClusters.{name}.servingStack.preinstalled "
                   f"(known: {', '.join(COMPONENTS)})"]
-    return lines
+    return lines + _existing_front_door_notes(stack_file, fleet)
+
+
+def _existing_front_door_notes(stack_file: StackFile, fleet: Fleet) -> list[str]:
+    """What modelplane installs on an Existing front-door cluster."""
+    from .api.inference_gateway import FRONT_DOOR_COMPONENTS
+    from .render.front_door import front_door_stack
+
+    gateway = fleet.inference_gateway
+    if gateway is None or gateway.cluster.source != "Existing":
+        return []
+    rendered = front_door_stack(fleet)  # what `modelplane render` and `pulumi up` deploy there
+    releases = ", ".join(f"{r.name} ({r.chart} {r.version}, namespace {r.namespace})" for r in rendered.releases)
+    crds = "; ".join(f"{m.component}: {m.url}" for m in rendered.remote_manifests) or "none"
+    header = ConfigIssue(("inferenceGateway", "cluster", "source"),
+                         "an Existing front-door cluster: modelplane installs there:")
+    return [f"warning: {_located(stack_file, header)}",
+            f"  Helm releases: {releases or 'none'}",
+            f"  CRD manifests: {crds}",
+            f"  left alone (inferenceGateway.preinstalled): {', '.join(gateway.preinstalled) or 'nothing'}"
+            + ("" if gateway.preinstalled else "; if the cluster already has the Gateway API CRDs (GKE and many "
+               "platforms install them), add gatewayApi to inferenceGateway.preinstalled "
+               f"(known: {', '.join(FRONT_DOOR_COMPONENTS)})")]
 
 
 def _planned(args: argparse.Namespace):

@@ -104,14 +104,25 @@ def run(config: dict, network: str | None = None) -> Run:
     return out
 
 
+def own_front_door_config() -> dict:
+    """The demo with its front door on an Existing cluster that already has the Gateway API CRDs."""
+    config = stack_config(REPO, "demo")
+    gateway = config["inferenceGateway"]
+    gateway["cluster"] = {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
+    gateway["traefik"]["metallb"] = {"addressPool": "192.168.10.200-192.168.10.250"}
+    gateway["preinstalled"] = ["gatewayApi"]
+    return config
+
+
 @pytest.fixture(scope="module")
 def runs() -> dict[str, Run]:
     return {"demo": run(stack_config(REPO, "demo")),
             "demo-other-network": run(stack_config(REPO, "demo"), OTHER_NETWORK),
-            "cloud": run(cloud_config())}
+            "cloud": run(cloud_config()),
+            "demo-own-front-door": run(own_front_door_config())}
 
 
-STACKS = ["demo", "demo-other-network", "cloud"]
+STACKS = ["demo", "demo-other-network", "cloud", "demo-own-front-door"]
 
 
 # --- what fills a placeholder under the mocks ----------------------------------------------------------
@@ -298,6 +309,16 @@ def test_the_comparison_sees_every_kind_of_resource(runs):
     assert {"IPAddressPool", "L2Advertisement"} <= kinds
     kinds = {key[3] for key in registered_items(runs["cloud"].deployed.seen)[0] if key[0] == "object"}
     assert {"StorageClass", "Middleware", "LeaderWorkerSet", "Job", "Secret"} <= kinds
+
+
+def test_an_existing_front_door_with_the_gateway_api_preinstalled_gets_no_crd_manifest(runs):
+    """`inferenceGateway.preinstalled: [gatewayApi]`: no ConfigFile on the front door, Traefik waits for no manifest."""
+    seen = runs["demo-own-front-door"].deployed.seen
+    registered, _, _ = registered_items(seen)
+    assert {key[2] for key in registered if key[0] == "manifest" and key[1] == "control"} == set()
+    assert [r.name for r in seen.of_type(CONFIG_FILE) if r.name.startswith("control/")] == []
+    assert {key[2] for key in registered if key[0] == "release" and key[1] == "control"} == {"metallb", "traefik"}
+    assert {key[1] for key in registered_items(runs["demo"].deployed.seen)[0] if key[0] == "manifest"} >= {"control"}
 
 
 def test_placeholders_are_filled_with_what_exists_once_deployed(runs):

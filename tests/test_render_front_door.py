@@ -320,9 +320,23 @@ def test_metallb_without_a_pool_is_an_error():
         fd.render_inference_gateway(fleet.inference_gateway, None)
 
 
-def test_gateway_api_crds_come_from_the_upstream_release():
-    assert fd.gateway_api_crds_url() == (
-        "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/standard-install.yaml")
+V151 = "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/standard-install.yaml"
+
+
+@pytest.mark.parametrize("serving_stack, url", [
+    (None, V151),  # the default: the release the reference vendors
+    ({"versions": {"gatewayApi": "v1.6.1"}},
+     "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.6.1/standard-install.yaml"),
+])
+def test_the_front_doors_gateway_api_crds_follow_the_fleet_wide_version(serving_stack, url):
+    config = read_stack_file(STACKS / "Pulumi.demo.yaml").config
+    if serving_stack is not None:
+        config["servingStack"] = serving_stack
+    # A workload cluster's own block does not move the front door.
+    config["inferenceClusters"]["gpu-eu-west"]["servingStack"] = {"versions": {"gatewayApi": "v1.4.0"}}
+    fleet = load_fleet(config)
+    [manifest] = fd.front_door_stack(fleet).remote_manifests
+    assert (manifest.name, manifest.component, manifest.url) == ("gateway-api-crds", "gatewayApi", url)
 
 
 def test_service_address():
@@ -357,7 +371,7 @@ def test_render_front_door_for_the_stacks(stack, pool, expected):
     assert "modelplane-system" in names
     # The Gateway API CRDs come first, from the upstream release manifest.
     assert [(m.name, m.component, m.url) for m in manifests.remote_manifests] == [
-        ("gateway-api-crds", "gatewayApi", fd.gateway_api_crds_url())]
+        ("gateway-api-crds", "gatewayApi", V151)]
     # The Gateway is awaited until it has an address (Pulumi's annotation, rendered).
     [gateway] = [o for o in manifests.objects if o["kind"] == "Gateway"]
     assert gateway["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.status.addresses[0].value}"}

@@ -15,9 +15,10 @@ Install order (the Pulumi layer turns it into `depends_on`, and deletes in rever
 
 1. The Gateway API CRDs, a `RemoteManifest` named `gateway-api-crds`. The Traefik chart does not
    install them (since chart v34 they live in the separate `traefik-crds` chart), so they come from
-   the upstream release manifest, `gateway_api_crds_url(GATEWAY_API_VERSION)` (standard channel, as
+   the upstream release manifest, `gateway_api_crds_url(servingStack.versions.gatewayApi)` (standard channel, as
    the reference vendors). That file also holds a ValidatingAdmissionPolicy guarding CRD upgrades,
-   and the Pulumi layer applies the whole file as it is.
+   and the Pulumi layer applies the whole file as it is. Not rendered when the (Existing) cluster
+   already has them (`inferenceGateway.preinstalled: [gatewayApi]`); then nothing waits for them.
 2. MetalLB (when configured), then Traefik (after the Gateway API CRDs: its Gateway provider
    needs them at start).
 3. The objects in list order, each after what `waits_for(stack, obj)` names.
@@ -47,6 +48,7 @@ from urllib.parse import urlsplit
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.inference_gateway import InferenceGateway
+from ..api.serving_stack import ServingStack
 from ..api.model_service import EndpointAuth, ModelService
 from ..api.references import CLUSTER_LABEL, DEPLOYMENT_LABEL, INDEX_LABEL
 from ..scheduling.names import child_name
@@ -72,19 +74,20 @@ from .types import (
 
 # --- Gateway API CRDs on the front-door cluster ----------------------------------------------------
 
-GATEWAY_API_VERSION = "v1.5.1"  # the standard channel release the reference vendors on the control cluster
+# The version is `servingStack.versions.gatewayApi` (fleet-wide): v1.5.1 by default, the standard
+# channel release the reference vendors on the control cluster.
 GATEWAY_API_CRDS_URL = (
     "https://github.com/kubernetes-sigs/gateway-api/releases/download/{version}/standard-install.yaml"
 )
 GATEWAY_API_CRDS = "gateway-api-crds"  # the remote manifest's name (the ConfigFile is `<cluster>/gateway-api-crds`)
 
 
-def gateway_api_crds_url(version: str = GATEWAY_API_VERSION) -> str:
+def gateway_api_crds_url(version: str) -> str:
     """Where the Gateway API CRDs for the front door come from."""
     return GATEWAY_API_CRDS_URL.format(version=version)
 
 
-def gateway_api_crds(version: str = GATEWAY_API_VERSION) -> RemoteManifest:
+def gateway_api_crds(version: str) -> RemoteManifest:
     """The front door's Gateway API CRDs, applied from the upstream release manifest."""
     return RemoteManifest(name=GATEWAY_API_CRDS, component="gatewayApi", version=version,
                           url=gateway_api_crds_url(version))
@@ -500,12 +503,14 @@ def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK) -> ClusterS
             pool = lb.kind_address_pools(lb.kind_cluster_names(fleet), kind_network)[cluster]
             placeholders.append(lb.pool_placeholder(cluster, pool, kind_network))
     objects, releases = render_inference_gateway(gateway, pool)
+    front_door_versions = ServingStack.effective(fleet.serving_stack).versions  # the fleet-wide block
     # The front door's releases and remote manifests are final here: chart and manifest mirrors
     # (air-gapped sites, `modelplane:mirror`) apply at this point, and nowhere else.
     stack = ClusterStack(cluster=cluster, role="front-door", gateway=FRONT_DOOR_GATEWAY,
                          objects=[with_await(o, FRONT_DOOR_GATEWAY) for o in objects],
                          releases=[mirror_release(r, fleet.mirror) for r in releases],
-                         remote_manifests=[mirror_manifest(gateway_api_crds(), fleet.mirror)],
+                         remote_manifests=[mirror_manifest(gateway_api_crds(front_door_versions.gateway_api),
+                                                           fleet.mirror)] if gateway.installs("gatewayApi") else [],
                          placeholders=placeholders)
     # Install order: what waits for nothing (the releases wait for it), then what a release or manifest serves.
     stack.objects = [o for o in stack.objects if not waits_for(stack, o)] + \
