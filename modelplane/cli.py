@@ -136,10 +136,9 @@ def _existing_cluster_notes(stack_file: StackFile, fleet: Fleet) -> list[str]:
         if cluster.cluster.source != "Existing":
             continue
         rendered = workload_stack(fleet, name)  # what `modelplane render` and `pulumi up` deploy there
-        releases = "; ".join(f"{component}: " + ", ".join(f"{r.name} ({r.chart} {r.version}, namespace {r.namespace})"
-                                                         for r in group)
+        releases = "; ".join(f"{component}: " + ", ".join(map(_release_text, group))
                              for component, group in by_component(rendered.releases))
-        crds = "; ".join(f"{m.component}: {m.url}" for m in rendered.remote_manifests) or "none"
+        crds = _manifests_text(rendered)
         cluster_scoped = ", ".join(f"{o['kind']} {o['metadata']['name']}"
                                    for o in rendered.cluster_objects + rendered.objects if "namespace" not in o["metadata"])
         stack = fleet.serving_stack_for(name)
@@ -165,8 +164,8 @@ def _existing_front_door_notes(stack_file: StackFile, fleet: Fleet) -> list[str]
     if gateway is None or gateway.cluster.source != "Existing":
         return []
     rendered = front_door_stack(fleet)  # what `modelplane render` and `pulumi up` deploy there
-    releases = ", ".join(f"{r.name} ({r.chart} {r.version}, namespace {r.namespace})" for r in rendered.releases)
-    crds = "; ".join(f"{m.component}: {m.url}" for m in rendered.remote_manifests) or "none"
+    releases = ", ".join(map(_release_text, rendered.releases))
+    crds = _manifests_text(rendered)
     header = ConfigIssue(("inferenceGateway", "cluster", "source"),
                          "an Existing front-door cluster: modelplane installs there:")
     return [f"warning: {_located(stack_file, header)}",
@@ -176,6 +175,14 @@ def _existing_front_door_notes(stack_file: StackFile, fleet: Fleet) -> list[str]
             + ("" if gateway.preinstalled else "; if the cluster already has the Gateway API CRDs (GKE and many "
                "platforms install them), add gatewayApi to inferenceGateway.preinstalled "
                f"(known: {', '.join(FRONT_DOOR_COMPONENTS)})")]
+
+
+def _release_text(release) -> str:
+    return f"{release.name} ({release.chart} {release.version}, namespace {release.namespace})"
+
+
+def _manifests_text(stack) -> str:
+    return "; ".join(f"{m.component}: {m.url}" for m in stack.remote_manifests) or "none"
 
 
 def _planned(args: argparse.Namespace):
@@ -234,12 +241,13 @@ def cmd_sources(args: argparse.Namespace) -> int:
     """What the mirror must hold (from the fleet's upstream render), then the commands that fill it."""
     import json
 
-    from .render.sources import fill_commands, fleet_sources, sources_table
+    from .render.fleet import fleet_sources
+    from .render.sources import fill_commands, sources_table
 
     stack_file, fleet = load(args.stack, args.config)
     for warning in fleet.warnings:
         print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
-    sources = fleet_sources(fleet, schedule(fleet, None))  # placement adds no chart: a first-run plan will do
+    sources = fleet_sources(fleet)
     if args.output == "json":
         print(json.dumps(sources.to_dict(), indent=2))
     else:

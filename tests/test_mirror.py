@@ -20,7 +20,6 @@ from modelplane.render.sources import (
     chart_file_name,
     digest_problem,
     fill_commands,
-    fleet_sources,
     manifest_file_name,
     mirror_cluster,
     mirror_manifest,
@@ -29,6 +28,7 @@ from modelplane.render.sources import (
     outside_mirror,
     sources_table,
 )
+from modelplane.render.fleet import fleet_sources
 from modelplane.render.types import ClusterManifests, HelmRelease, RemoteManifest
 from modelplane.scheduling import schedule
 
@@ -248,7 +248,7 @@ def upstream_clusters(stack: str, repo):
 @pytest.mark.parametrize("stack", ["demo", "cloud"])
 def test_every_chart_and_manifest_is_listed_once(repo, stack):
     fleet, clusters = upstream_clusters(stack, repo)
-    sources = fleet_sources(fleet, schedule(fleet, None))
+    sources = fleet_sources(fleet)
     charts = [(c.chart, c.version, c.repository) for c in sources.charts]
     assert charts == sorted(set(charts))
     assert set(charts) == {(r.chart, r.version, r.repository) for c in clusters for r in c.releases}

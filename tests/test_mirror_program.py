@@ -83,14 +83,13 @@ def test_with_an_oci_and_https_mirror_nothing_points_outside_it(stack):
 
 def test_with_folder_mirrors_every_release_and_manifest_is_a_local_file(tmp_path, monkeypatch):
     from modelplane.infra import sources as infra_sources
-    from modelplane.render.sources import fleet_sources
+    from modelplane.render.fleet import fleet_sources
     from modelplane.api import load_fleet
-    from modelplane.scheduling import schedule
 
     charts, manifests = tmp_path / "charts", tmp_path / "manifests"
     config = {**stack_config(REPO, "demo"), "mirror": {"charts": str(charts), "manifests": str(manifests)}}
     fleet = load_fleet(config)
-    listing = fleet_sources(fleet, schedule(fleet, None))
+    listing = fleet_sources(fleet)
     for chart in listing.charts:  # the files `modelplane sources` says to put there (contents do not matter here)
         (charts / chart.file).parent.mkdir(parents=True, exist_ok=True)
         (charts / chart.file).write_bytes(b"")
@@ -123,11 +122,10 @@ def test_a_tampered_manifest_in_a_folder_mirror_stops_the_run(tmp_path):
 def fill_folder_mirror(config: dict, charts, manifests):
     """The files `modelplane sources` says a folder mirror holds (charts empty, manifests a line each)."""
     from modelplane.api import load_fleet
-    from modelplane.render.sources import fleet_sources
-    from modelplane.scheduling import schedule
+    from modelplane.render.fleet import fleet_sources
 
     fleet = load_fleet(config)
-    listing = fleet_sources(fleet, schedule(fleet, None))
+    listing = fleet_sources(fleet)
     charts.mkdir(parents=True, exist_ok=True)
     manifests.mkdir(parents=True, exist_ok=True)
     for chart in listing.charts:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pulumi
 
 from ..api import Fleet
-from ..render.sources import digest_problem, fleet_sources, is_local_path, missing_file_message
+from ..render.fleet import fleet_sources
+from ..render.sources import digest_problem, is_local_path, missing_file_message
 from ..render.types import RemoteManifest
-from ..scheduling import schedule
 
 
 def local_chart(path: str) -> str:
@@ -49,14 +49,14 @@ def folder_mirror_problems(fleet: Fleet) -> list[str]:
     """Every file a folder mirror of `fleet` lacks, and every mirrored manifest that is not its pinned file.
 
     Nothing to read (an empty list) without a folder mirror. Charts and manifests do not depend on
-    placement, so a first-run plan lists them all.
+    placement, so no plan is needed.
     """
     mirror = fleet.mirror
     charts = mirror.chart_location if mirror is not None else None
     files = mirror.manifest_location if mirror is not None else None
     if not ((charts and charts.kind == "folder") or (files and files.kind == "folder")):
         return []
-    sources = fleet_sources(fleet, schedule(fleet, None))
+    sources = fleet_sources(fleet)
     problems = []
     if charts is not None and charts.kind == "folder":
         problems += [missing_file_message(c.destination, f"chart {c.chart} {c.version}") for c in sources.charts

@@ -23,6 +23,7 @@ order, each also after the remote manifests `release_waits_for` names.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +34,10 @@ from . import front_door
 from . import metallb as lb
 from . import serving_stack as ss
 from .cache import cache_storage_class, render_cache, storage_classes
-from .front_door import front_door_parts
+from .front_door import front_door_parts, front_door_stack
 from .metallb import KIND_NETWORK, kind_address_pools, kind_cluster_names
 from .replica import render_replica
-from .sources import mirror_manifest, mirror_release
+from .sources import Sources, mirror_manifest, mirror_release, mirror_sources
 from .types import (
     MANAGED_BY,
     WORKLOAD_GATEWAY,
@@ -65,6 +66,21 @@ def render_fleet(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, 
     for name in sorted(fleet.inference_clusters):
         manifests.append(workload_cluster_parts(fleet, result, name, kind_network).manifests())
     return manifests
+
+
+def cluster_stacks(fleet: Fleet, kind_network: str = KIND_NETWORK) -> list[ClusterStack]:
+    """Every cluster's plan-independent stack (all its releases and remote manifests): front door first."""
+    stacks = [front_door_stack(fleet, kind_network)] if fleet.inference_gateway is not None else []
+    return stacks + [workload_stack(fleet, name, kind_network) for name in sorted(fleet.inference_clusters)]
+
+
+def fleet_sources(fleet: Fleet) -> Sources:
+    """What a mirror must hold for `fleet`: the charts and manifests of its clusters as they are upstream.
+
+    Only the clusters' stacks hold releases and remote manifests (a placement adds objects only), so
+    no plan is needed.
+    """
+    return mirror_sources(cluster_stacks(dataclasses.replace(fleet, mirror=None)), fleet.mirror)
 
 
 # --- a workload cluster, whatever the plan -----------------------------------------------------------

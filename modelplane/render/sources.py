@@ -5,7 +5,7 @@ Pure data, no I/O:
 * `mirror_release` / `mirror_manifest` rewrite one rendered Helm release or remote manifest to
   point into the mirror (unchanged without one). They are idempotent, so applying them to a
   cluster's final releases and manifests is one line each.
-* `mirror_sources` lists exactly what the mirror must hold for a fleet, deduplicated across
+* `mirror_sources` lists exactly what the mirror must hold for a fleet's clusters (`render.fleet.fleet_sources`), deduplicated across
   clusters and sorted; `sources_table` and `fill_commands` are its views for `modelplane sources`.
 * `digest_problem` checks a manifest's bytes against its pinned SHA-256 (the Pulumi layer reads a
   folder mirror's file and calls it before applying the file).
@@ -24,16 +24,12 @@ import hashlib
 import re
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 from ..api.errors import ModelplaneError
 from ..api.mirror import Location, Mirror, is_local_path
-from .types import ClusterManifests, HelmRelease, RemoteManifest
-
-if TYPE_CHECKING:
-    from ..api.fleet import Fleet
-    from ..scheduling.result import PlanResult
+from .types import ClusterManifests, ClusterStack, HelmRelease, RemoteManifest
 
 # SHA-256 of upstream manifests, keyed by their exact URL (a new version has no pin until someone
 # checks it). Only digests found published for exactly that URL are listed, with where they were found.
@@ -78,13 +74,6 @@ def manifest_file_name(manifest: RemoteManifest) -> str:
     """`<component>-<version>-<upstream file name>`: deterministic, one per manifest and version."""
     basename = urlsplit(manifest.url).path.rsplit("/", 1)[-1] or manifest.name
     return "-".join(_UNSAFE.sub("_", part) for part in (manifest.component, manifest.version, basename))
-
-
-def upstream_chart(release: HelmRelease) -> str:
-    """The chart as `helm pull` names it: `oci://registry/path/chart`, or the chart name in a repository."""
-    if release.repository.startswith("oci://"):
-        return f"{release.repository.rstrip('/')}/{release.chart}"
-    return release.chart
 
 
 def chart_destination(chart: str, version: str, where: Location) -> str:
@@ -224,7 +213,7 @@ class Sources:
                 "charts": [c.to_dict() for c in self.charts], "manifests": [m.to_dict() for m in self.manifests]}
 
 
-def mirror_sources(manifests: Iterable[ClusterManifests], mirror: Mirror | None) -> Sources:
+def mirror_sources(manifests: Iterable[ClusterStack | ClusterManifests], mirror: Mirror | None) -> Sources:
     """What to mirror, from the fleet's rendered clusters as they are upstream (before `mirror_*`).
 
     One entry per chart version and per manifest URL, with the clusters that use it. Two upstream
@@ -261,14 +250,6 @@ def mirror_sources(manifests: Iterable[ClusterManifests], mirror: Mirror | None)
         manifest_list.append(ManifestSource(m.component, m.version, url, m.sha256, name,
                                             file_where.join(name) if file_where else None, tuple(sorted(c))))
     return Sources(mirror, chart_list, tuple(manifest_list))
-
-
-def fleet_sources(fleet: "Fleet", result: "PlanResult") -> Sources:
-    """What to mirror for `fleet`: its upstream render (the mirror taken out), listed."""
-    from .fleet import render_fleet  # here, not at the top: render.fleet applies this module's rewrites
-
-    upstream = render_fleet(dataclasses.replace(fleet, mirror=None), result)
-    return mirror_sources(upstream, fleet.mirror)
 
 
 # --- views ------------------------------------------------------------------------------------------
@@ -364,6 +345,6 @@ def _fill_manifests(sources: Sources) -> list[str]:
 
 
 __all__ = ["ChartSource", "ManifestSource", "PINNED_SHA256", "Sources", "chart_file_name", "digest_problem",
-           "fill_commands", "fleet_sources", "is_local_path", "manifest_file_name", "mirror_cluster",
+           "fill_commands", "is_local_path", "manifest_file_name", "mirror_cluster",
            "mirror_manifest", "mirror_release", "mirror_sources", "outside_mirror", "pinned_sha256",
            "sources_table", "with_pinned_digest"]
