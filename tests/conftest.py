@@ -43,7 +43,7 @@ class Registration:
     secret_inputs: set[str] = field(default_factory=set)  # top-level inputs sent as secrets
     # Resource options, as the RegisterResource request carries them (wire names in comments).
     # Provider-specific settings travel as inputs instead (a kubernetes Provider's
-    # `deleteUnreachable`), and await settings as annotations (`pulumi.com/waitFor`).
+    # kubeconfig), and await settings as annotations (`pulumi.com/waitFor`).
     protect: bool | None = None  # protect (unset: None)
     retain_on_delete: bool | None = None  # retainOnDelete (unset: None)
     delete_before_replace: bool | None = None  # deleteBeforeReplace, None unless deleteBeforeReplaceDefined

@@ -122,3 +122,37 @@ def test_previous_that_is_not_a_placement(repo, tmp_path):
     bad.write_text("not json")
     result = modelplane(repo, "plan", "--stack", "demo", "--previous", str(bad))
     assert result.returncode == 2 and "is not JSON" in result.stderr
+
+
+DEMO_SELECTOR = 'device.capacity["gpu.example.com"].memory.compareTo(quantity("20Gi")) >= 0'
+SELECTOR_PATH = ("modelplane:modelDeployments.ml-team.mock-demo.template.spec.engines[0].members[0].nodeSelector"
+                 ".devices[0].selectors[0].cel")
+
+
+# A stock Kubernetes 1.34 API server refuses these new selectors (alpha gates off by default; measured on
+# v1.34.3: 422 "undefined field 'allowMultipleAllocations'"), so validate/plan/explain must refuse them
+# before `pulumi up` does.
+@pytest.mark.parametrize("command, selector, refused", [
+    ("validate", "device.allowMultipleAllocations == false", "undefined field 'allowMultipleAllocations'"),
+    ("validate", f"{DEMO_SELECTOR} && !device.allowMultipleAllocations", "undefined field 'allowMultipleAllocations'"),
+    ("validate", "has(device.allowMultipleAllocations)", "undefined field 'allowMultipleAllocations'"),
+    ("validate", 'device.attributes["gpu.example.com"].model.includes("h100")', "undeclared reference to 'includes'"),
+    ("plan", "device.allowMultipleAllocations", "undefined field 'allowMultipleAllocations'"),
+    ("explain", "device.allowMultipleAllocations", "undefined field 'allowMultipleAllocations'"),
+])
+def test_selector_needing_an_alpha_gate_is_a_config_error(repo, tmp_path, command, selector, refused):
+    gate = "DRAListTypeAttributes" if "includes" in refused else "DRAConsumableCapacity"
+    stack = tmp_path / "Pulumi.gated.yaml"
+    text = (repo / "stacks" / "Pulumi.demo.yaml").read_text()
+    assert f"cel: {DEMO_SELECTOR}\n" in text
+    text = text.replace(f"cel: {DEMO_SELECTOR}\n", f"cel: '{selector}'\n")
+    stack.write_text(text)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if f"cel: '{selector}'" in l)
+    args = ["explain", "ml-team/mock-demo"] if command == "explain" else [command]
+    result = modelplane(repo, *args, "--config", str(stack))
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error: 1 error in {stack}:"
+    assert lines[1].startswith(f"  {SELECTOR_PATH}: CEL compile error: {refused}: ")
+    assert f"needs the {gate} feature gate" in lines[1] and "off by default" in lines[1]
+    assert lines[2:] == [f"      {selector}  [{stack}:{line}]"]

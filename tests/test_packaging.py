@@ -47,6 +47,17 @@ def test_requirements_txt_is_the_core_plus_every_cloud_with_the_same_pins(repo, 
     assert "-e ." in requirement_lines(repo / "requirements.txt")  # Pulumi's venv gets the project too
 
 
+def test_the_e2e_environment_is_the_core_with_the_provider_it_can_build(repo, project):
+    """tests/e2e/requirements.txt: the core pins, except the Kubernetes SDK, which matches the only
+    provider version the Go module proxy serves (scripts/e2e-tools.sh builds it)."""
+    e2e = pins(requirement_lines(repo / "tests" / "e2e" / "requirements.txt"))
+    core = pins(project["dependencies"])
+    assert {k: v for k, v in e2e.items() if k != "pulumi-kubernetes"} == {k: v for k, v in core.items()
+                                                                             if k != "pulumi-kubernetes"}
+    tools = (repo / "scripts" / "e2e-tools.sh").read_text()
+    assert f"KUBERNETES_PROVIDER_VERSION={e2e['pulumi-kubernetes']}" in tools
+
+
 def test_the_core_has_no_cloud_sdk_and_tests_add_only_test_tools(repo, project):
     core = pins(project["dependencies"])
     assert not [name for name in core if name.startswith(("pulumi-aws", "pulumi-eks", "pulumi-gcp", "pulumi-azure"))]

@@ -105,8 +105,6 @@ MATCHES = [
     ('device.attributes[?"gpu.nvidia.com"].hasValue() && !device.attributes[?"nope.example.com"].hasValue()', H100, True),
     ('device.capacity["gpu.nvidia.com"].?memory.orValue(quantity("0")).isGreaterThan(quantity("70Gi"))', H100, True),
     ("optional.of(1).value() == 1 && optional.none().orValue(2) == 2 && [1, 2][?5].orValue(9) == 9", FAKE, True),
-    # device.allowMultipleAllocations defaults to false
-    ("device.allowMultipleAllocations == false", H100, True),
 ]
 
 
@@ -161,6 +159,16 @@ COMPILE_ERRORS = [
     ("has(device.attributes['x'])", "invalid argument to has() macro"),
     ("device.driver.exists(x, true)", "cannot be range of a comprehension"),
     ("device.attributes['x'].y.z()", "undeclared reference to 'z'"),
+    # Gate-dependent: with DRAConsumableCapacity on (Kubernetes' own tests) this is true, as the field
+    # defaults to false; a stock 1.34 API server has the gate off and refuses the selector with 422
+    # "undefined field 'allowMultipleAllocations'" (measured on v1.34.3), so we refuse it too.
+    ("device.allowMultipleAllocations == false", "undefined field 'allowMultipleAllocations': "
+     "device.allowMultipleAllocations needs the DRAConsumableCapacity feature gate (alpha in Kubernetes 1.34, "
+     "off by default), so the API server would refuse this selector; remove it"),
+    ("has(device.allowMultipleAllocations)", "needs the DRAConsumableCapacity feature gate"),
+    ("device.?allowMultipleAllocations.orValue(false)", "needs the DRAConsumableCapacity feature gate"),
+    ("cel.bind(d, device, !d.allowMultipleAllocations)", "needs the DRAConsumableCapacity feature gate"),
+    (f"{MEM}.isInteger() && device.allowMultipleAllocations", "needs the DRAConsumableCapacity feature gate"),
 ]
 
 
@@ -207,3 +215,17 @@ def test_capacities_are_seen_in_canonical_form(published, integer):
 def test_short_and_qualified_names_meet_under_the_driver_domain():
     device = {"driver": "gpu.example.com", "attributes": {"gpu.example.com/model": {"string": "x"}}}
     assert evaluate('device.attributes["gpu.example.com"].model == "x"', device)
+
+
+def test_only_the_gated_device_field_is_refused():
+    """device.allowMultipleAllocations needs an alpha gate; an attribute of that name is a plain map lookup."""
+    device = {**FAKE, "attributes": {"allowMultipleAllocations": {"bool": True}}}
+    attribute = 'device.attributes["gpu.example.com"].allowMultipleAllocations'
+    assert selector_problem(attribute) is None and evaluate(attribute, device) is True
+    # the scheduler's path: a refused selector is an error answer, never a match
+    answer = SelectorCache().matches("device.allowMultipleAllocations == false", FAKE)
+    assert isinstance(answer, SelectorEvaluationError) and "DRAConsumableCapacity" in str(answer)
+    # with the gate on (as Kubernetes' own tests run) the evaluator reads the field; unset is false
+    assert evaluate("device.allowMultipleAllocations == false", FAKE, gates={"DRAConsumableCapacity"}) is True
+    assert evaluate("device.allowMultipleAllocations", {**FAKE, "allowMultipleAllocations": True},
+                    gates={"DRAConsumableCapacity"}) is True

@@ -4,6 +4,11 @@ Infers a static type for every node (the `device` variable is typed; attribute v
 rejects unknown identifiers, functions, fields and overloads, requires a bool (or dyn) result,
 and estimates the worst-case cost the way cel-go does: comprehensions multiply by the largest
 size their range can have (32 domains or ids, 64 list values, or a literal's length).
+
+Feature gates: the environment is Kubernetes 1.34 with its default gates, which is what both the API
+server (validating a new selector) and the scheduler have. What an alpha gate adds (`allowMultipleAllocations`,
+`includes`) is a compile error naming the gate unless `gates` turns it on; only tests that run
+Kubernetes' own gate-on cases do that.
 """
 from __future__ import annotations
 
@@ -21,6 +26,23 @@ MAX_ENTRIES = 32  # domains per device, ids per domain (ResourceSliceMaxAttribut
 MAX_VALUES = 64  # list attribute values and string length, for size estimates
 UNKNOWN_SIZE = 64
 
+CONSUMABLE_CAPACITY, LIST_TYPE_ATTRIBUTES = "DRAConsumableCapacity", "DRAListTypeAttributes"
+NO_GATES: frozenset[str] = frozenset()
+
+# What an alpha feature gate adds to the selector environment: (gate, what to tell the user after the
+# API server's own error). Measured on kube-apiserver v1.34.3 with stock gates: a new selector using
+# device.allowMultipleAllocations is refused with 422 "undefined field 'allowMultipleAllocations'".
+GATED_FIELDS: dict[str, tuple[str, str]] = {
+    "allowMultipleAllocations": (CONSUMABLE_CAPACITY, "device.allowMultipleAllocations needs the "
+                                 "DRAConsumableCapacity feature gate (alpha in Kubernetes 1.34, off by default), "
+                                 "so the API server would refuse this selector; remove it"),
+}
+GATED_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "includes": (LIST_TYPE_ATTRIBUTES, "includes() needs the DRAListTypeAttributes feature gate (alpha since "
+                 "Kubernetes 1.36, off by default), so the API server would refuse this selector; compare the "
+                 "attribute with == instead"),
+}
+
 
 @dataclass(frozen=True)
 class Checked:
@@ -29,9 +51,12 @@ class Checked:
     size: int  # largest number of elements (lists, maps) or characters (strings) it can have
 
 
-def check(root: Node) -> Checked:
-    """Type-check a selector; raises SelectorCompileError like the Kubernetes compiler would."""
-    result = _Checker().visit(root, {})
+def check(root: Node, gates: frozenset[str] = NO_GATES) -> Checked:
+    """Type-check a selector; raises SelectorCompileError like the Kubernetes compiler would.
+
+    `gates`: the alpha feature gates to treat as on (GATED_FIELDS, GATED_FUNCTIONS); none by default.
+    """
+    result = _Checker(gates).visit(root, {})
     if result.type not in (BOOL, DYN):
         raise SelectorCompileError(f"must evaluate to bool or the unknown type, not {show(result.type)}")
     return result
@@ -47,6 +72,9 @@ def _literal_type(value: object) -> Type:
 
 
 class _Checker:
+    def __init__(self, gates: frozenset[str]) -> None:
+        self.gates = gates
+
     def visit(self, node: Node, scope: dict[str, Type]) -> Checked:
         return getattr(self, f"_{type(node).__name__}")(node, scope)
 
@@ -77,6 +105,9 @@ class _Checker:
         if t == DEVICE:
             if node.field not in DEVICE_FIELDS:
                 raise SelectorCompileError(f"undefined field '{node.field}'")
+            gate, hint = GATED_FIELDS.get(node.field, (None, ""))
+            if gate is not None and gate not in self.gates:
+                raise SelectorCompileError(f"undefined field '{node.field}': {hint}")
             field_type = DEVICE_FIELDS[node.field]
             size = MAX_ENTRIES if is_map(field_type) else MAX_VALUES
             return Checked(BOOL if node.test_only else field_type, operand.cost + 1, size)
@@ -212,6 +243,9 @@ class _Checker:
         candidates = [o for o in FUNCTIONS.get(node.function, ()) if o.member == member]
         if not FUNCTIONS.get(node.function):
             raise SelectorCompileError(f"undeclared reference to '{node.function}' (in container '')")
+        gate, hint = GATED_FUNCTIONS.get(node.function, (None, ""))
+        if gate is not None and gate not in self.gates:
+            raise SelectorCompileError(f"undeclared reference to '{node.function}': {hint}")
         types = [p.type for p in parts]
         matching = [o for o in candidates if len(o.params) == len(types)
                     and all(assignable(p, t) for p, t in zip(o.params, types))]

@@ -3,6 +3,12 @@
 `evaluate(expression, device)` is the whole contract: True or False exactly where Kubernetes'
 DRA allocator would say so, SelectorCompileError where the API server would refuse the
 expression, SelectorEvaluationError where allocation would abort with a CEL runtime error.
+
+The environment is Kubernetes 1.34 with its default feature gates, for the API server and the
+scheduler alike: what an alpha gate adds (`device.allowMultipleAllocations`, `includes()`) is a
+compile error naming the gate (checker.GATED_FIELDS, checker.GATED_FUNCTIONS). Only
+`compile_selector`/`evaluate` take `gates`, for Kubernetes' own gate-on test cases; nothing that
+reads config passes it.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from typing import Any, Callable, Mapping
 from ..api.cel_syntax import cel_syntax_problem
 from ..api.inference_class import DeviceSpec
 from . import cel_ast, checker
+from .checker import NO_GATES
 from .device import device_key, device_value, device_value_for_key
 from .errors import CelRuntimeError, SelectorCompileError, SelectorEvaluationError
 from .interpreter import BUDGET, Budget, CostLimitExceeded, DeviceValue, compile_node
@@ -20,13 +27,6 @@ from .values import type_name
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
 MAX_ESTIMATED_COST = 1_000_000  # CELSelectorExpressionMaxCost
-
-
-# Functions the scheduler's environment has but a default API server refuses in a new selector.
-_GATED_FUNCTIONS = {
-    "includes": "includes() needs the DRAListTypeAttributes feature gate (alpha since Kubernetes 1.36, off by "
-                "default), so the API server would refuse this selector; compare the attribute with == instead",
-}
 
 
 @dataclass(frozen=True)
@@ -52,23 +52,25 @@ class CompiledSelector:
 
 
 @lru_cache(maxsize=4096)
-def compile_selector(expression: str) -> CompiledSelector:
-    """Parse and type-check once per process (like the scheduler's compile cache: no cost limit)."""
+def compile_selector(expression: str, gates: frozenset[str] = NO_GATES) -> CompiledSelector:
+    """Parse and type-check once per process (like the scheduler's compile cache: no cost limit).
+
+    `gates`: alpha feature gates to treat as on; none (Kubernetes' defaults) unless a test asks.
+    """
     try:  # parse_cel bounds the nesting; the RecursionError guard is a second line of defence
         parsed = cel_ast.parse(expression)
-        checked = checker.check(parsed.root)
+        checked = checker.check(parsed.root, gates)
         return CompiledSelector(expression, checked.cost, compile_node(parsed.root), parsed.functions)
     except RecursionError:
         raise SelectorCompileError("expression nests too deeply") from None
 
 
 def validate_selector(expression: str) -> CompiledSelector:
-    """What the API server checks for a new ResourceClaim: compiles, at most 10 Ki, cost within the limit."""
+    """What the API server checks for a new ResourceClaim: compiles (default feature gates: no
+    allowMultipleAllocations, no includes()), at most 10 Ki, cost within the limit."""
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise SelectorCompileError(f"expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_LENGTH}")
     compiled = compile_selector(expression)
-    for function in sorted(compiled.functions & _GATED_FUNCTIONS.keys()):
-        raise SelectorCompileError(f"undeclared reference to '{function}': {_GATED_FUNCTIONS[function]}")
     if compiled.estimated_cost > MAX_ESTIMATED_COST:
         raise SelectorCompileError(f"too complex: estimated cost {compiled.estimated_cost} exceeds the limit of "
                                    f"{MAX_ESTIMATED_COST} (nested macros over large lists?)")
@@ -86,9 +88,9 @@ def selector_problem(expression: str) -> str | None:
     return None
 
 
-def evaluate(expression: str, device: Mapping[str, Any] | DeviceSpec) -> bool:
+def evaluate(expression: str, device: Mapping[str, Any] | DeviceSpec, *, gates: frozenset[str] = NO_GATES) -> bool:
     """Does `device` (an InferenceClass devices[] entry, as in config) satisfy `expression`?"""
-    return compile_selector(expression).matches(device_value(device))
+    return compile_selector(expression, frozenset(gates)).matches(device_value(device))
 
 
 class SelectorCache:

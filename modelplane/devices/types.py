@@ -30,8 +30,10 @@ def optional_of(inner: Type) -> Type:
 
 LIST_DYN, MAP_DYN, OPTIONAL_DYN = list_of(DYN), map_of(DYN, DYN), optional_of(DYN)
 
-# The `device` variable: Kubernetes' DRA device type (with consumable capacity and list-typed
-# attributes enabled, as the scheduler's StoredExpressions environment has them).
+# The `device` variable: Kubernetes' DRA device type with every field any gate adds, so the
+# interpreter can read them all. allowMultipleAllocations exists only with the alpha
+# DRAConsumableCapacity gate (off by default in 1.34): the checker refuses it unless that gate is
+# on (checker.GATED_FIELDS).
 DEVICE_FIELDS: dict[str, Type] = {
     "driver": STRING,
     "attributes": map_of(STRING, map_of(STRING, DYN)),

@@ -18,13 +18,15 @@ def component_type(kind: str) -> str:
 
 
 def cluster_provider(cluster: str, access: ClusterAccess, parent: pulumi.Resource) -> k8s.Provider:
-    """The one provider every object of `cluster` goes through.
+    """The one provider every object of `cluster` goes through; it waits for the backend's node pools.
 
-    It waits for the backend's node pools. `delete_unreachable` lets `pulumi destroy` (or an
-    update that drops the cluster) finish when the cluster is already gone, e.g. a kind cluster
-    deleted by hand, instead of failing on every object in it.
+    `deleteUnreachable` is left unset on purpose: with it on, a `pulumi refresh` or `destroy` while
+    the cluster is merely unreachable (a network outage, a stopped control plane) silently drops
+    every object of the cluster from state. Unset, those operations stop with the provider's error
+    naming the resource, and an operator whose cluster is gone for good opts in for that run with
+    `PULUMI_K8S_DELETE_UNREACHABLE=true` (docs/runbook.md). Found by the end-to-end suite.
     """
-    return k8s.Provider(cluster, kubeconfig=access.kubeconfig, context=access.context, delete_unreachable=True,
+    return k8s.Provider(cluster, kubeconfig=access.kubeconfig, context=access.context,
                         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(access.ready)))
 
 

@@ -1,0 +1,181 @@
+"""The real Pulumi CLI and engine, run in a scratch copy of the project.
+
+Plain commands (`stack init`, `config set`, `stack output`) run the CLI; preview, up, destroy and
+refresh run the project's program through the Automation API in a fresh process each time
+(`tests/e2e/engine.py` says why). State lives in a file backend, secrets are encrypted with a
+passphrase, and no plugin is ever downloaded: the provider comes from `scripts/e2e-tools.sh`,
+found on PATH.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+PASSPHRASE = "modelplane-e2e-passphrase"
+STACK = "e2e"
+
+
+@dataclass
+class Run:
+    """One CLI command: its output, wall time and the peak resident memory of the processes it started."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_rss: dict[str, int] = field(default_factory=dict)  # process name -> bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def result(self) -> dict:
+        """An engine operation's JSON document (`tests/e2e/engine.py`)."""
+        try:
+            return json.loads(self.stdout)
+        except json.JSONDecodeError:
+            return {"ok": False, "error": self.tail(), "events": []}
+
+    def json(self):
+        return json.loads(self.stdout)
+
+    def tail(self, lines: int = 25) -> str:
+        text = (self.stdout + "\n" + self.stderr).strip().splitlines()
+        return "\n".join(text[-lines:])
+
+
+class MemorySampler(threading.Thread):
+    """Peak RSS per process name of a process and its descendants, sampled every 0.2 s from /proc."""
+
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root, self.peak, self.done = root, {}, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            for pid, name, rss in _descendants(self.root):
+                self.peak[name] = max(self.peak.get(name, 0), rss)
+
+
+def _descendants(root: int) -> list[tuple[int, str, int]]:
+    children: dict[int, list[int]] = {}
+    info: dict[int, tuple[str, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        pid, ppid = int(entry), int(fields.get("PPid", "0").strip() or 0)
+        rss = int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
+        name = fields.get("Name", "?").strip()
+        if name.startswith("python"):  # the program's process (Automation API host)
+            name = "program (python)"
+        elif name.startswith("pulumi-resource"):  # /proc truncates names to 15 characters
+            name = "provider"
+        elif name == "pulumi":
+            name = "engine (pulumi)"
+        children.setdefault(ppid, []).append(pid)
+        info[pid] = (name, rss)
+    out, stack = [(root, *info[root])] if root in info else [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append((child, *info[child]))
+            stack.append(child)
+    return out
+
+
+class PulumiProject:
+    """A scratch copy of the project: Pulumi.yaml (pointing at the e2e venv), __main__.py, stacks/Pulumi.e2e.yaml."""
+
+    def __init__(self, repo: Path, work: Path, bin_dir: Path, venv: Path):
+        self.repo, self.python = repo, venv / "bin" / "python"
+        self.dir = work / "project"
+        self.state = work / "state"
+        self.home = work / "pulumi-home"
+        for folder in (self.dir / "stacks", self.state, self.home):
+            folder.mkdir(parents=True, exist_ok=True)
+        project = yaml.safe_load((repo / "Pulumi.yaml").read_text())
+        project["runtime"]["options"]["virtualenv"] = str(venv)
+        (self.dir / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
+        shutil.copy(repo / "__main__.py", self.dir / "__main__.py")
+        self.stack_file = self.dir / "stacks" / f"Pulumi.{STACK}.yaml"
+        self.env = {
+            **os.environ,
+            "PATH": f"{bin_dir}:{venv / 'bin'}:{os.environ.get('PATH', '')}",
+            "PULUMI_HOME": str(self.home),
+            "PULUMI_BACKEND_URL": f"file://{self.state}",
+            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_SKIP_CONFIRMATIONS": "true",
+            # the provider is installed into PULUMI_HOME at its exact version (below), not taken from PATH
+            "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
+            "VIRTUAL_ENV": str(venv),
+        }
+        self.runs: list[Run] = []
+        self.bin_dir = bin_dir
+
+    def install_provider(self, version: str) -> None:
+        """The locally built provider as plugin `resource kubernetes <version>`: what the SDK asks for, exactly."""
+        run = self.run("plugin", "install", "resource", "kubernetes", version,
+                       "--file", str(self.bin_dir / "pulumi-resource-kubernetes"))
+        if not run.ok:
+            raise RuntimeError(f"pulumi plugin install failed: {run.tail()}")
+
+    def run(self, *args: str, timeout: float = 600, stdin: str | None = None) -> Run:
+        """A plain CLI command in the project folder."""
+        return self._spawn(["pulumi", *args, "--non-interactive"], self.dir, timeout, stdin)
+
+    def urns(self) -> list[str]:
+        """Every resource URN in the stack's state file."""
+        state = json.loads(self.state_file().read_text())
+        return [r["urn"] for r in state.get("checkpoint", {}).get("latest", {}).get("resources") or []]
+
+    def engine(self, op: str, *, expect_no_changes: bool = False, timeout: float = 1800,
+               env: dict[str, str] | None = None) -> Run:
+        """preview / up / destroy / refresh of the stack with the project's program."""
+        command = [str(self.python), "-m", "tests.e2e.engine", op, str(self.dir)]
+        if expect_no_changes:
+            command.append("--expect-no-changes")
+        return self._spawn(command, self.repo, timeout, None, env)
+
+    def _spawn(self, command: list[str], cwd: Path, timeout: float, stdin: str | None,
+               env: dict[str, str] | None = None) -> Run:
+        start = time.monotonic()
+        process = subprocess.Popen(command, cwd=cwd, env={**self.env, **(env or {})}, text=True, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, stdin=subprocess.PIPE if stdin is not None else None)
+        sampler = MemorySampler(process.pid)
+        sampler.start()
+        try:
+            stdout, stderr = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+            stderr += f"\n(timed out after {timeout:.0f} s)"
+        sampler.done.set()
+        sampler.join()
+        run = Run(command, process.returncode, stdout, stderr, time.monotonic() - start, dict(sampler.peak))
+        self.runs.append(run)
+        return run
+
+    def state_file(self) -> Path:
+        return self.state / ".pulumi" / "stacks" / "modelplane" / f"{STACK}.json"
+
+    def outputs(self) -> dict:
+        run = self.run("stack", "output", "--json", "--stack", STACK)
+        if not run.ok:
+            raise RuntimeError(f"pulumi stack output failed: {run.tail()}")
+        return run.json()

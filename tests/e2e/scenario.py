@@ -1,0 +1,553 @@
+"""The end-to-end scenario: the real engine and provider against a local fleet of real control planes.
+
+    python -m tests.e2e.scenario --work DIR [--keep]     (scripts/e2e.sh runs it in the e2e venv)
+
+Every check is observed through the API servers, the engine's own events and the stack's exported
+outputs, never through our own plan alone. Exit status 1 when any check fails; a summary table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .charts import mirror_config, stand_in_report, write_mirror
+from .controlplane import LocalFleet
+from .expected import Discovery, Rendered, fetch, read_render
+from .kube_api import ApiError, KubeApi, object_path
+from .kubelet import FakeKubelet, node_groups
+from .pulumi_cli import STACK, PulumiProject, Run
+from . import selector_cases
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = Path(__file__).with_name("Pulumi.e2e.yaml")
+GATEWAY_API_CRDS = ("gateway-api/gateway.networking.k8s.io_gatewayclasses.yaml",
+                    "gateway-api/gateway.networking.k8s.io_gateways.yaml",
+                    "gateway-api/gateway.networking.k8s.io_httproutes.yaml")
+DEPLOYMENT = "ml-team/mock-demo"
+# docs/runbook.md, "A cluster that is gone for good", step 2 (tests/test_e2e_runbook_unit.py keeps them equal)
+RUNBOOK_FORGET_RELEASES = (
+    'pulumi stack --stack <stack> --show-urns | grep -o "urn:pulumi:[^ ]*helm.sh/v3:Release::<cluster>/[^ ]*" |\n'
+    '  while read -r urn; do pulumi state delete --stack <stack> --yes --target-dependents "$urn" || true; done')
+POOL_LABEL = "modelplane.ai/pool"
+
+
+@dataclass
+class Report:
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    timings: list[tuple[str, Run]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def check(self, name: str, ok: bool, detail: str = "") -> bool:
+        self.checks.append((name, bool(ok), detail))
+        print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f"\n      {detail}" if detail else ""), flush=True)
+        return bool(ok)
+
+    def time(self, what: str, run: Run) -> Run:
+        self.timings.append((what, run))
+        print(f"      {what}: {run.seconds:.1f} s, exit {run.returncode}", flush=True)
+        return run
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"NOTE  {text}", flush=True)
+
+    @property
+    def failed(self) -> list[str]:
+        return [name for name, ok, _ in self.checks if not ok]
+
+    def summary(self) -> str:
+        lines = ["", "=" * 100, "END TO END SUMMARY", "=" * 100, f"{'RESULT':<6}  CHECK"]
+        lines += [f"{'pass' if ok else 'FAIL':<6}  {name}" for name, ok, _ in self.checks]
+        lines += ["", f"{'ENGINE RUN':<48} {'WALL':>8} {'RESOURCES':>10} {'RES/S':>7}  PEAK RSS (MB)"]
+        for what, run in self.timings:
+            changed = _changed(run)
+            rate = f"{changed / run.seconds:.1f}" if changed and run.seconds else "-"
+            memory = ", ".join(f"{name} {rss / 2**20:.0f}" for name, rss in sorted(run.peak_rss.items(), key=lambda kv: -kv[1])[:4])
+            lines.append(f"{what:<48} {run.seconds:>7.1f}s {changed or '-':>10} {rate:>7}  {memory}")
+        if self.notes:
+            lines += ["", "NOTES"] + [f"- {note}" for note in self.notes]
+        passed = len(self.checks) - len(self.failed)
+        lines += ["", f"{passed}/{len(self.checks)} checks passed" + (f"; FAILED: {', '.join(self.failed)}" if self.failed else "")]
+        return "\n".join(lines)
+
+
+def _changed(run: Run) -> int:
+    changes = run.result.get("changes") or {}
+    return sum(n for op, n in changes.items() if op not in ("same", "read"))
+
+
+class Scenario:
+    def __init__(self, work: Path, bin_dir: Path, venv: Path, crd_dir: Path, template: Path = TEMPLATE):
+        self.work, self.bin_dir, self.venv, self.crd_dir = work, bin_dir, venv, crd_dir
+        self.report = Report()
+        self.discovery = Discovery()
+        self.template = yaml.safe_load(template.read_text())
+        self.fleet = self._load(template)
+        self.gateway_cluster = self.fleet.inference_gateway.cluster_name
+        self.cluster_names = [*self.fleet.inference_clusters, self.gateway_cluster]
+        self.control_planes = LocalFleet(work / "fleet", bin_dir, self.cluster_names)
+        self.kubelets: dict[str, FakeKubelet] = {}
+        self.project = PulumiProject(REPO, work, bin_dir, venv)
+
+    # --- plumbing --------------------------------------------------------------------------------
+    @staticmethod
+    def _load(path: Path):
+        from modelplane.cli import load_file
+        return load_file(path)[1]
+
+    def api(self, cluster: str) -> KubeApi:
+        return self.control_planes.endpoints[cluster].api()
+
+    def modelplane(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.venv / "bin" / "python"), "-m", "modelplane", *args], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+
+    def plan(self, previous: Path | None = None) -> dict:
+        args = ["plan", "--config", str(self.project.stack_file), "--output", "json"]
+        result = self.modelplane(*args, *(["--previous", str(previous)] if previous else []))
+        if result.returncode != 0:
+            raise RuntimeError(f"modelplane plan failed: {result.stderr}")
+        return json.loads(result.stdout)
+
+    def render(self, name: str) -> Rendered:
+        out = self.work / "render" / name
+        result = self.modelplane("render", "--config", str(self.project.stack_file), "--out", str(out))
+        if result.returncode != 0:
+            raise RuntimeError(f"modelplane render failed: {result.stderr}")
+        return read_render(out)
+
+    def engine(self, what: str, op: str, **kwargs: Any) -> Run:
+        run = self.report.time(what, self.project.engine(op, **kwargs))
+        if not run.result.get("ok"):
+            print(f"      engine error: {_engine_error(run)}", flush=True)
+        return run
+
+    # --- setup -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        started = time.monotonic()
+        self.control_planes.start()
+        self.report.note(f"{len(self.cluster_names)} control planes ready in {time.monotonic() - started:.1f} s")
+        self._install_gateway_api(self.api(self.gateway_cluster))
+        for cluster in self.cluster_names:
+            kubelet = FakeKubelet(self.api(cluster), cluster, node_groups(self.fleet, cluster))
+            kubelet.start()
+            self.kubelets[cluster] = kubelet
+        for kubelet in self.kubelets.values():
+            kubelet.wait_schedulable()
+        from modelplane.render.fleet import cluster_stacks
+        stand_ins = write_mirror(cluster_stacks(self.fleet), self.work / "mirror", self.crd_dir)
+        print(stand_in_report(stand_ins), flush=True)
+        self._init_stack()
+
+    def _install_gateway_api(self, api: KubeApi) -> None:
+        """The front door's `preinstalled: [gatewayApi]`: what a platform team applies before modelplane."""
+        path = object_path("apiextensions.k8s.io/v1", "customresourcedefinitions")
+        for file in GATEWAY_API_CRDS:
+            crd = yaml.safe_load((self.crd_dir / file).read_text())
+            api.apply(f"{path}/{crd['metadata']['name']}", crd)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all(_established(api.get(f"{path}/{yaml.safe_load((self.crd_dir / f).read_text())['metadata']['name']}"))
+                   for f in GATEWAY_API_CRDS):
+                return
+            time.sleep(0.5)
+        raise RuntimeError("the Gateway API CRDs were not established within 60 s")
+
+    def _init_stack(self) -> None:
+        document = json.loads(json.dumps(self.template))
+        config = document["config"]
+        for cluster in config["modelplane:inferenceClusters"].values():
+            cluster["cluster"]["existing"].pop("kubeconfig")
+        config["modelplane:inferenceGateway"]["cluster"]["existing"].pop("kubeconfig")
+        config["modelplane:mirror"] = mirror_config(self.work / "mirror")
+        self.project.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+        from pulumi_kubernetes._utilities import get_version
+        self.project.install_provider(get_version())
+        run = self.project.run("stack", "init", STACK, "--secrets-provider", "passphrase")
+        if not run.ok:
+            raise RuntimeError(f"pulumi stack init failed: {run.tail()}")
+        for cluster in self.cluster_names:
+            key = ("modelplane:inferenceGateway.cluster.existing.kubeconfig" if cluster == self.gateway_cluster
+                   else f"modelplane:inferenceClusters.{cluster}.cluster.existing.kubeconfig")
+            run = self.project.run("config", "set", "--secret", "--path", "--stack", STACK, key,
+                                   stdin=self.control_planes.endpoints[cluster].kubeconfig)
+            if not run.ok:
+                raise RuntimeError(f"pulumi config set {key} failed: {run.tail()}")
+
+    def close(self) -> None:
+        for kubelet in self.kubelets.values():
+            kubelet.stop()
+        self.control_planes.close()
+
+    # --- the checks ------------------------------------------------------------------------------
+    def preview_shows_the_plan(self, rendered: Rendered, plan: dict) -> None:
+        run = self.engine("pulumi preview (first)", "preview")
+        if not self.report.check("preview succeeds", run.result.get("ok"), _engine_error(run)):
+            return
+        creates = {(e["type"], e["urn"].rsplit("::", 1)[-1]) for e in run.result["events"]
+                   if e["kind"] == "pre" and e["op"] == "create"}
+        missing = [str(o) for o in rendered.objects if (o.type_token, o.resource_name) not in creates]
+        missing += [f"{c}: release {r}" for c, r, _ in rendered.releases
+                    if ("kubernetes:helm.sh/v3:Release", f"{c}/{r}") not in creates]
+        replicas = [r["name"] for r in plan["replicas"]]
+        detail = (f"{len(rendered.objects)} objects, {len(rendered.releases)} releases; replicas {', '.join(replicas)}; "
+                  f"{len(rendered.of_kind('EndpointSlice', self.gateway_cluster))} front-door endpoints, "
+                  f"{len(rendered.of_kind('HTTPRoute'))} routes")
+        self.report.check("preview shows every object, replica, endpoint and route of the plan", not missing,
+                          f"missing: {missing[:8]}" if missing else detail)
+
+    def up_creates_everything(self, rendered: Rendered) -> bool:
+        run = self.engine("pulumi up (create)", "up")
+        ok = self.report.check("up succeeds", run.result.get("ok"), _engine_error(run))
+        self.objects_match(rendered, "every rendered object exists in its cluster after up")
+        return ok
+
+    def objects_match(self, rendered: Rendered, name: str) -> bool:
+        missing = [str(o) for o in rendered.objects if fetch(self.api(o.cluster), self.discovery, o) is None]
+        for cluster, release, namespace in rendered.releases:
+            secrets = self.api(cluster).list(object_path("v1", "secrets", namespace),
+                                             label_selector=f"owner=helm,name={release},status=deployed")
+            if not secrets:
+                missing.append(f"{cluster}: release {release}")
+        return self.report.check(name, not missing, f"missing: {missing[:8]}" if missing else
+                                 f"{len(rendered.objects)} objects and {len(rendered.releases)} releases found")
+
+    def second_up_changes_nothing(self) -> None:
+        run = self.engine("pulumi up (no changes)", "up", expect_no_changes=True)
+        # `read` is the stack's reference to its own previous outputs, read on every run
+        changes = {op: n for op, n in (run.result.get("changes") or {}).items() if op not in ("same", "read")}
+        self.report.check("a second up changes nothing", run.result.get("ok") and not changes,
+                          f"proposed: {_proposed(run)}" if not run.result.get("ok") else f"changes: {changes}")
+
+    def dra_allocation(self, plan: dict) -> None:
+        """Every replica's pods bound by kube-scheduler to the planned pool, claims allocated from its devices."""
+        problems, seen = [], 0
+        for replica in plan["replicas"]:
+            api = self.api(replica["cluster"])
+            pools = {m["nodePool"] for e in replica["engines"] for m in e["members"]}
+            pods = [p for p in api.list(object_path("v1", "pods", replica["namespace"]),
+                                        label_selector=f"modelplane.ai/serving={replica['name']}")
+                    if p["spec"].get("resourceClaims")]
+            if not pods:
+                problems.append(f"{replica['name']}: no pod with a resource claim on {replica['cluster']}")
+            for pod in pods:
+                seen += 1
+                problems += self._pod_allocation(api, pod, pools)
+        self.report.check("real DRA: every replica's pods bound to the planned pool, claims allocated there", not problems,
+                          "; ".join(problems[:6]) if problems else f"{seen} pods checked")
+        short = [d for d in plan["deployments"] if d["scheduled"] < d["replicas"]]
+        stray = []
+        for deployment in short:
+            for cluster in self.fleet.inference_clusters:
+                objects = self.api(cluster).list(object_path("apps/v1", "deployments", deployment["namespace"]),
+                                                 label_selector=f"modelplane.ai/deployment={deployment['name']}")
+                stray += [f"{cluster}/{o['metadata']['name']}" for o in objects][deployment["scheduled"]:]
+        self.report.check("a deployment no device satisfies is short in the plan and never scheduled",
+                          bool(short) and not stray,
+                          f"short: {[d['name'] for d in short]}" + (f"; scheduled anyway: {stray}" if stray else ""))
+
+    def _pod_allocation(self, api: KubeApi, pod: dict, pools: set[str]) -> list[str]:
+        name = pod["metadata"]["name"]
+        node_name = pod["spec"].get("nodeName")
+        if not node_name:
+            return [f"{name}: not bound"]
+        node = api.get(object_path("v1", "nodes", None, node_name)) or {}
+        pool = node.get("metadata", {}).get("labels", {}).get(POOL_LABEL)
+        problems = [] if pool in pools else [f"{name}: bound to {node_name} in pool {pool}, planned {sorted(pools)}"]
+        if not any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", [])):
+            problems.append(f"{name}: not Ready")
+        slices = api.list(object_path("resource.k8s.io/v1", "resourceslices"), field_selector=f"spec.nodeName={node_name}")
+        devices = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]) for s in slices for d in s["spec"].get("devices", [])}
+        for status in pod.get("status", {}).get("resourceClaimStatuses", []):
+            claim = api.get(object_path("resource.k8s.io/v1", "resourceclaims", pod["metadata"]["namespace"],
+                                        status["resourceClaimName"])) or {}
+            results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+            if not results:
+                problems.append(f"{name}: claim {status['resourceClaimName']} not allocated")
+            problems += [f"{name}: device {r['device']} of pool {r['pool']} is not on node {node_name}"
+                         for r in results if (r["driver"], r["pool"], r["device"]) not in devices]
+        if not pod.get("status", {}).get("resourceClaimStatuses"):
+            problems.append(f"{name}: no allocated claim")
+        return problems
+
+    def selectors_agree(self) -> None:
+        results = selector_cases.run_cases(self.api(self.gateway_cluster))
+        print(selector_cases.report(results), flush=True)
+        disagree = [r.name for r in results if not r.agree]
+        self.report.check(f"our CEL answers agree with kube-scheduler's allocator on {len(results)} purpose-built cases",
+                          not disagree, f"disagree: {disagree}" if disagree else "")
+
+    def secrets_stay_secret(self) -> None:
+        text = self.project.state_file().read_text()
+        leaks = [f"{c}: {what}" for c, e in self.control_planes.endpoints.items()
+                 for what, value in (("token", e.token), ("kubeconfig", e.kubeconfig.strip()), ("server", e.server))
+                 if value in text and what != "server"]
+        ciphertexts = text.count('"ciphertext"')
+        self.report.check("the state file holds no kubeconfig or token in clear", not leaks and ciphertexts > 0,
+                          f"leaked: {leaks}" if leaks else f"{ciphertexts} secret values stored encrypted")
+
+    # --- the seed's drain story --------------------------------------------------------------------
+    def replicas_in_clusters(self) -> dict[str, list[str]]:
+        """mock-demo's replicas per cluster, as the API servers report them: engine Deployments that are available."""
+        namespace, name = DEPLOYMENT.split("/")
+        out: dict[str, list[str]] = {}
+        for cluster in self.fleet.inference_clusters:
+            if cluster not in self.control_planes.running():
+                continue
+            objects = self.api(cluster).list(object_path("apps/v1", "deployments", namespace),
+                                             label_selector=f"modelplane.ai/deployment={name}")
+            ready = [o["spec"]["template"]["metadata"]["labels"]["modelplane.ai/serving"] for o in objects
+                     if "modelplane.ai/serving" in o["spec"]["template"]["metadata"].get("labels", {})
+                     and (o.get("status", {}).get("availableReplicas") or 0) >= (o["spec"].get("replicas") or 1)]
+            if ready:
+                out[cluster] = sorted(ready)
+        return out
+
+    def output_status(self) -> tuple[dict, list[tuple[str, str]]]:
+        outputs = self.project.outputs()
+        status = outputs.get("deployments", {}).get(DEPLOYMENT, {})
+        placed = sorted((r["cluster"], r["name"]) for r in outputs.get("placement", {}).get("replicas", [])
+                        if f"{r['namespace']}/{r['deployment']}" == DEPLOYMENT)
+        return status, placed
+
+    def drain_story(self) -> None:
+        stack = str(self.project.stack_file)
+        steps: list[tuple[str, list[str], Callable[[dict, dict, list], tuple[bool, str]]]] = [
+            ("drain gpu-eu-west NoSchedule: nothing moves", ["drain", "--config", stack, "--effect", "NoSchedule", "gpu-eu-west"],
+             lambda before, now, placed: (now == before and len(placed) == 2, "")),
+            ("scale mock-demo to 1", ["scale", "--config", stack, DEPLOYMENT, "--replicas", "1"],
+             lambda before, now, placed: (sum(len(v) for v in now.values()) == 1 and len(placed) == 1, "")),
+            ("drain gpu-eu-west NoExecute: the replica moves to gpu-us-east",
+             ["drain", "--config", stack, "--effect", "NoExecute", "gpu-eu-west"],
+             lambda before, now, placed: (list(now) == ["gpu-us-east"] and [c for c, _ in placed] == ["gpu-us-east"], "")),
+            ("scale mock-demo to 2 while drained: Scheduled 1 of 2", ["scale", "--config", stack, DEPLOYMENT, "--replicas", "2"],
+             lambda before, now, placed: (list(now) == ["gpu-us-east"] and len(placed) == 1, "")),
+            ("undrain gpu-eu-west: the second replica comes back", ["undrain", "--config", stack, "gpu-eu-west"],
+             lambda before, now, placed: (sorted(now) == ["gpu-eu-west", "gpu-us-east"] and len(placed) == 2, "")),
+        ]
+        first_names = dict(self.output_status()[1])
+        for title, command, expect in steps:
+            before = self.replicas_in_clusters()
+            edit = self.modelplane(*command)
+            if edit.returncode != 0:
+                self.report.check(title, False, f"modelplane {' '.join(command[:1])} failed: {_short(edit.stderr)}")
+                return
+            run = self.engine(f"pulumi up ({title.split(':')[0]})", "up")
+            now = self.replicas_in_clusters()
+            status, placed = self.output_status()
+            ok, _ = expect(before, now, placed)
+            detail = (f"API servers: {now}; outputs: scheduled {status.get('scheduled')} of {status.get('replicas')}, "
+                      f"placement {placed}")
+            if "NoExecute" in title:
+                ok = self._replacement_before_removal(run) and ok
+            if "undrain" in title:
+                back = dict(placed).get("gpu-eu-west")
+                ok = ok and back == first_names.get("gpu-eu-west")
+                detail += f"; eu-west replica name {back} (first run: {first_names.get('gpu-eu-west')})"
+            if "while drained" in title:
+                condition = (status.get("conditions") or [{}])[0]
+                ok = ok and status.get("scheduled") == 1 and condition.get("status") == "False"
+                detail += f"; condition {condition.get('type')}={condition.get('status')} {condition.get('reason')}"
+            self.report.check(title, ok and run.result.get("ok"), _engine_error(run) or detail)
+
+    def _replacement_before_removal(self, run: Run) -> bool:
+        """In the engine's own event order: the new replica (Deployment ready) completes before the old one and its route go."""
+        done = [(e["seq"], e["op"], e["type"], e["urn"].rsplit("::", 1)[-1]) for e in run.result.get("events", [])
+                if e["kind"] == "done"]
+        created = [seq for seq, op, typ, name in done if op == "create" and typ.endswith(":Deployment")
+                   and name.startswith("gpu-us-east/") and "mock-demo" in name and not name.endswith("-epp")]
+        removed = [(seq, typ, name) for seq, op, typ, name in done if op == "delete" and "mock-demo" in name
+                   and (name.startswith("gpu-eu-west/") or name.startswith(f"{self.gateway_cluster}/"))]
+        ok = bool(created) and bool(removed) and max(created) < min(seq for seq, _, _ in removed)
+        return self.report.check("NoExecute: the replacement is created and ready before the old replica and its "
+                                 "route are deleted (engine event order)", ok,
+                                 f"replacement done at event {created}, first removal at "
+                                 f"{min((s for s, _, _ in removed), default=None)}: "
+                                 f"{sorted({t.split(':')[-1] for _, t, _ in removed})}")
+
+    # --- a cluster that goes away --------------------------------------------------------------------
+    LOST = "gpu-us-east"
+
+    def cluster_goes_away(self) -> None:
+        """A cluster unreachable mid-life (control plane stopped), then back: nothing is lost, nothing half-done."""
+        lost = self.LOST
+        before = self._urns_of(lost)
+        self.control_planes.stop_cluster(lost)
+        for op in ("preview", "up", "refresh"):
+            run = self.engine(f"pulumi {op} ({lost} stopped)", op)
+            self._stops_naming(op, run, lost)
+        after = self._urns_of(lost)
+        self.report.check(f"no state is lost while {lost} is unreachable (preview, up, refresh)", after == before,
+                          f"{len(before)} resources of {lost} in state before, {len(after)} after")
+        self.control_planes.start_cluster(lost)
+        self.kubelets[lost].wait_schedulable()
+        again = self.engine(f"pulumi up ({lost} back)", "up")
+        self.report.check(f"after {lost} comes back, up succeeds", again.result.get("ok"), _engine_error(again))
+        self.second_up_changes_nothing()
+
+    def _stops_naming(self, op: str, run: Run, cluster: str) -> None:
+        text = run.result.get("error", "") + "\n" + "\n".join(
+            f"{e['urn']}: {e.get('message', '')}" for e in run.result.get("events", [])
+            if e["kind"] == "diagnostic" and e["severity"] in ("error", "warning"))
+        line = next((line for line in text.splitlines() if cluster in line and "unreachable" in line), "")
+        self.report.check(f"{op} with {cluster} stopped stops with a message naming the cluster", not run.result.get("ok")
+                          and bool(line), _short(line or text))
+
+    def _urns_of(self, cluster: str) -> set[str]:
+        return {urn for urn in self.project.urns() if f"::{cluster}/" in urn or urn.endswith(f"::{cluster}")}
+
+    def destroy_with_a_cluster_gone(self) -> None:
+        """`pulumi destroy` while a cluster is down stops on it, keeping its state; then the runbook's steps
+        for a cluster gone for good (docs/runbook.md): out of the stack, forget it, finish; then destroy."""
+        lost = self.LOST
+        self.control_planes.stop_cluster(lost)
+        run = self.engine(f"pulumi destroy ({lost} stopped)", "destroy")
+        self._stops_naming("destroy", run, lost)
+        kept = self._urns_of(lost)
+        self.report.check(f"a destroy with {lost} down keeps every resource of {lost} in state", bool(kept),
+                          f"{len(kept)} resources of {lost} still in state")
+        document = yaml.safe_load(self.project.stack_file.read_text())
+        del document["config"]["modelplane:inferenceClusters"][lost]
+        self.project.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+        releases = sorted(u for u in self._urns_of(lost) if ":helm.sh/v3:Release::" in u)
+        # step 2 of docs/runbook.md, as written there
+        step = RUNBOOK_FORGET_RELEASES.replace("<stack>", STACK).replace("<cluster>", lost)
+        shell = subprocess.run(["bash", "-c", step], cwd=self.project.dir, env=self.project.env, capture_output=True,
+                               text=True, timeout=300)
+        if shell.returncode != 0:
+            self.report.note(f"runbook step 2 exited {shell.returncode}: {_short(shell.stderr)}")
+        forget = self.engine(f"pulumi up ({lost} out of the stack, PULUMI_K8S_DELETE_UNREACHABLE=true)", "up",
+                             env={"PULUMI_K8S_DELETE_UNREACHABLE": "true"})
+        left = sorted(self._urns_of(lost))
+        # the SDK reads the variable as the providers' deleteUnreachable: the next up sets it back, nothing else
+        again = self.engine(f"pulumi up (after forgetting {lost})", "up")
+        only_providers = all(step.startswith("update kubernetes ") for step in _proposed(again))
+        self.report.check("the runbook's steps for a cluster gone for good bring the fleet back without it",
+                          forget.result.get("ok") and again.result.get("ok") and only_providers and not left
+                          and self.replicas_in_clusters() == {"gpu-eu-west": ["mock-demo-be445"]},
+                          f"{len(releases)} Helm releases removed with `pulumi state delete`; up with the variable "
+                          f"{'ok' if forget.result.get('ok') else _engine_error(forget)}; {len(left)} resources of {lost} "
+                          f"left in state; the next up: {_proposed(again) or 'no changes'}; "
+                          f"replicas now {self.replicas_in_clusters()}")
+        self.second_up_changes_nothing()
+        destroy = self.engine("pulumi destroy", "destroy")
+        self.report.check("destroy succeeds", destroy.result.get("ok"), _engine_error(destroy))
+        self.control_planes.start_cluster(lost)
+
+    # --- destroy ---------------------------------------------------------------------------------------
+    def destroy_leaves_nothing(self, clusters: list[str]) -> None:
+        leftovers, terminating, kept = [], [], []
+        deadline = time.monotonic() + 120
+        while True:
+            leftovers, terminating, kept = self._leftovers(clusters)
+            if (not leftovers and not terminating) or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        self.report.check(f"destroy leaves no modelplane objects and no namespace stuck Terminating on {', '.join(clusters)}",
+                          not leftovers and not terminating,
+                          f"left: {leftovers[:8]}; terminating: {terminating}" if leftovers or terminating
+                          else f"kept on purpose (retain_on_delete / Helm): {kept}")
+        orphans = self._leftovers([self.LOST])[0]
+        self.report.note(f"{self.LOST}, forgotten while down, still holds {len(orphans)} modelplane objects when it comes "
+                         "back (expected: a cluster declared gone is not cleaned; docs/runbook.md)")
+
+    def _leftovers(self, clusters: list[str]) -> tuple[list[str], list[str], list[str]]:
+        leftovers, terminating, kept = [], [], []
+        for cluster in clusters:
+            api = self.api(cluster)
+            for namespace in api.list(object_path("v1", "namespaces")):
+                name = namespace["metadata"]["name"]
+                if namespace.get("status", {}).get("phase") == "Terminating":
+                    terminating.append(f"{cluster}/{name}")
+                elif name not in ("default", "kube-system", "kube-public", "kube-node-lease", "selector-cases"):
+                    kept.append(f"{cluster}/{name}")
+            for api_version, plural in (("apps/v1", "deployments"), ("v1", "services"), ("discovery.k8s.io/v1", "endpointslices"),
+                                        ("gateway.networking.k8s.io/v1", "httproutes"), ("gateway.networking.k8s.io/v1", "gateways"),
+                                        ("resource.k8s.io/v1", "resourceclaimtemplates")):
+                try:
+                    objects = api.list(object_path(api_version, plural), label_selector="app.kubernetes.io/managed-by=modelplane")
+                except ApiError:
+                    continue  # the kind is no longer served (its CRD went with its release)
+                leftovers += [f"{cluster}: {plural} {o['metadata'].get('namespace')}/{o['metadata']['name']}" for o in objects]
+        return leftovers, terminating, kept
+
+    # --- the whole story -------------------------------------------------------------------------------
+    def run(self) -> int:
+        try:
+            self.start()
+            plan = self.plan()
+            rendered = self.render("first")
+            self.preview_shows_the_plan(rendered, plan)
+            if self.up_creates_everything(rendered):
+                self.second_up_changes_nothing()
+                self.dra_allocation(plan)
+                self.secrets_stay_secret()
+                self.selectors_agree()
+                self.drain_story()
+                self.cluster_goes_away()
+                self.destroy_with_a_cluster_gone()
+                self.destroy_leaves_nothing([c for c in self.cluster_names if c != self.LOST])
+            else:
+                self.engine("pulumi destroy", "destroy")
+        except Exception as error:  # noqa: BLE001 - reported as a failed check, then the fleet is torn down
+            import traceback
+            traceback.print_exc()
+            self.report.check("the scenario ran to the end", False, f"{type(error).__name__}: {_short(str(error))}")
+        finally:
+            memory = self.control_planes.peak_memory() if self.control_planes.endpoints else {}
+            if memory:
+                top = sorted(memory.items(), key=lambda kv: -kv[1])
+                self.report.note("control-plane peak RSS (MB): " + ", ".join(f"{k} {v / 2**20:.0f}" for k, v in top[:6])
+                                 + f"; all {len(top)} processes {sum(memory.values()) / 2**20:.0f}")
+            self.close()
+        print(self.report.summary(), flush=True)
+        return 1 if self.report.failed else 0
+
+
+def _established(crd: dict | None) -> bool:
+    return any(c["type"] == "Established" and c["status"] == "True" for c in (crd or {}).get("status", {}).get("conditions", []))
+
+
+def _proposed(run: Run) -> list[str]:
+    """The steps an engine run proposed other than `same` and `read`: "op type name"."""
+    return sorted({f"{e['op']} {e['type'].split(':')[-1]} {e['urn'].rsplit('::', 1)[-1]}" for e in run.result.get("events", [])
+                   if e["kind"] == "pre" and e["op"] not in ("same", "read")})
+
+
+def _engine_error(run: Run) -> str:
+    """The engine's own error lines from a failed run (the CLI's progress output left out)."""
+    error = run.result.get("error", "")
+    lines = [line.strip() for line in error.splitlines() if "error:" in line and "warning:" not in line]
+    return _short(" | ".join(dict.fromkeys(lines)) or error)
+
+
+def _short(text: str, limit: int = 600) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def _first_line_with(text: str, needle: str) -> str:
+    return next((line for line in text.splitlines() if needle in line), "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, required=True, help="scratch folder (control planes, state, logs)")
+    parser.add_argument("--bin", type=Path, required=True, help="the toolchain folder scripts/e2e-tools.sh built")
+    parser.add_argument("--venv", type=Path, required=True, help="the e2e virtualenv")
+    parser.add_argument("--crds", type=Path, required=True, help="the pinned CRDs (scripts/fetch_crds.py's cache)")
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    return Scenario(args.work.resolve(), args.bin.resolve(), args.venv.resolve(), args.crds.resolve()).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
