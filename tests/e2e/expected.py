@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from .kube_api import ApiError, KubeApi
+from .kube_api import ApiError, KubeApi, object_path
 
 RENDER_EXTRAS = {"helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"}
 
@@ -80,7 +80,6 @@ class Discovery:
         return self._plurals[key][kind]
 
     def path(self, api: KubeApi, api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
-        from .kube_api import object_path
         plural, namespaced = self.resource(api, api_version, kind)
         return object_path(api_version, plural, namespace if namespaced else None, name)
 
