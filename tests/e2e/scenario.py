@@ -1,6 +1,6 @@
 """The end-to-end scenario: the real engine and provider against a local fleet of real control planes.
 
-    python -m tests.e2e.scenario --work DIR [--keep]     (scripts/e2e.sh runs it in the e2e venv)
+    python -m tests.e2e.scenario --work DIR --bin DIR --venv DIR --crds DIR     (scripts/e2e.sh runs it in the e2e venv)
 
 Every check is observed through the API servers, the engine's own events and the stack's exported
 outputs, never through our own plan alone. Exit status 1 when any check fails; a summary table last.
@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import yaml
+from pulumi_kubernetes._utilities import get_version as kubernetes_sdk_version
+
+from modelplane.cli import load_file
+from modelplane.render.fleet import cluster_stacks
 
 from .charts import mirror_config, stand_in_report, write_mirror
 from .controlplane import LocalFleet
@@ -100,7 +104,6 @@ class Scenario:
     # --- plumbing --------------------------------------------------------------------------------
     @staticmethod
     def _load(path: Path):
-        from modelplane.cli import load_file
         return load_file(path)[1]
 
     def api(self, cluster: str) -> KubeApi:
@@ -142,7 +145,6 @@ class Scenario:
             self.kubelets[cluster] = kubelet
         for kubelet in self.kubelets.values():
             kubelet.wait_schedulable()
-        from modelplane.render.fleet import cluster_stacks
         stand_ins = write_mirror(cluster_stacks(self.fleet), self.work / "mirror", self.crd_dir)
         print(stand_in_report(stand_ins), flush=True)
         self._init_stack()
@@ -169,8 +171,7 @@ class Scenario:
         config["modelplane:inferenceGateway"]["cluster"]["existing"].pop("kubeconfig")
         config["modelplane:mirror"] = mirror_config(self.work / "mirror")
         self.project.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
-        from pulumi_kubernetes._utilities import get_version
-        self.project.install_provider(get_version())
+        self.project.install_provider(kubernetes_sdk_version())
         run = self.project.run("stack", "init", STACK, "--secrets-provider", "passphrase")
         if not run.ok:
             raise RuntimeError(f"pulumi stack init failed: {run.tail()}")
