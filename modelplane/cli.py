@@ -1,6 +1,7 @@
 """`modelplane` command line: works offline, without the Pulumi CLI or any cloud SDK.
 
-Exit codes: 0 success, 2 invalid input (every problem listed, no traceback).
+Exit codes: 0 success, 2 invalid input (every problem listed, no traceback); `status` exits 1 when the
+live fleet is degraded or differs from the config (docs/status.md).
 """
 from __future__ import annotations
 
@@ -52,6 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "the commands that fill a mirror for air-gapped sites")
     _stack_source(sources)
     sources.add_argument("--output", choices=("table", "json"), default="table")
+    status = commands.add_parser("status", help="the live fleet after `pulumi up`: per replica its pods, claims, "
+                                                "endpoint health and drift from the last placement")
+    _stack_source(status)
+    status.add_argument("--previous", type=Path, metavar="FILE",
+                        help="the last `pulumi up`'s placement (default: the stack output `placement`, read with pulumi)")
+    status.add_argument("--kubeconfig-dir", type=Path, metavar="DIR",
+                        help="one kubeconfig per cluster, named <cluster>, <cluster>.yaml or <cluster>.kubeconfig "
+                             "(default: the stack output `kubeconfigs`, else the stack's secret config)")
+    status.add_argument("--no-probe", action="store_true",
+                        help="skip the endpoint probe (the front door's health check, made from this machine)")
+    status.add_argument("--output", choices=("table", "json"), default="table")
     scale = commands.add_parser("scale", help="set a deployment's replicas in the stack file")
     scale.add_argument("deployment", metavar="NAMESPACE/DEPLOYMENT")
     scale.add_argument("--replicas", type=int, required=True, metavar="N")
@@ -157,7 +169,6 @@ def _existing_cluster_notes(stack_file: StackFile, fleet: Fleet) -> list[str]:
 
 def _existing_front_door_notes(stack_file: StackFile, fleet: Fleet) -> list[str]:
     """What modelplane installs on an Existing front-door cluster."""
-    from .api.inference_gateway import FRONT_DOOR_COMPONENTS
     from .render.front_door import front_door_stack
 
     gateway = fleet.inference_gateway
@@ -172,9 +183,19 @@ def _existing_front_door_notes(stack_file: StackFile, fleet: Fleet) -> list[str]
             f"  Helm releases: {releases or 'none'}",
             f"  CRD manifests: {crds}",
             f"  left alone (inferenceGateway.preinstalled): {', '.join(gateway.preinstalled) or 'nothing'}"
-            + ("" if gateway.preinstalled else "; if the cluster already has the Gateway API CRDs (GKE and many "
-               "platforms install them), add gatewayApi to inferenceGateway.preinstalled "
-               f"(known: {', '.join(FRONT_DOOR_COMPONENTS)})")]
+            + ("" if gateway.preinstalled else _preinstalled_hint(gateway.proxy))]
+
+
+def _preinstalled_hint(proxy: str) -> str:
+    from .api.inference_gateway import PREINSTALLABLE
+
+    if proxy == "Traefik":
+        what = ("the Gateway API CRDs (GKE and many platforms install them), add gatewayApi to "
+                "inferenceGateway.preinstalled")
+    else:
+        what = ("Envoy Gateway (with extensionApis.enableBackend), add envoyGateway to inferenceGateway.preinstalled; "
+                "its chart brings the Gateway API CRDs and leaves ones already there alone")
+    return f"; if the cluster already runs {what} (known: {', '.join(PREINSTALLABLE[proxy])})"
 
 
 def _release_text(release) -> str:
@@ -255,6 +276,17 @@ def cmd_sources(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """The live fleet: exit 0 healthy and as planned, 1 degraded or drifted (docs/status.md)."""
+    from .status import command as status  # reads live clusters; only this command needs it
+
+    path = resolve_stack_file(args.stack, args.config)
+    stack_file, fleet = load_file(path)
+    for warning in fleet.warnings:
+        print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
+    return status.run(fleet, path, args)
+
+
 def cmd_scale(args: argparse.Namespace) -> int:
     return _edit_stack(args, lambda text: runbook.scale(text, args.deployment, args.replicas))
 
@@ -324,7 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         commands = {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain, "render": cmd_render,
-                    "sources": cmd_sources, "scale": cmd_scale, "drain": cmd_drain, "undrain": cmd_undrain}
+                    "sources": cmd_sources, "status": cmd_status, "scale": cmd_scale, "drain": cmd_drain,
+                    "undrain": cmd_undrain}
         return commands[args.command](args)
     except ConfigError as error:
         stack_file = getattr(error, "stack_file", None)

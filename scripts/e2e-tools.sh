@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the end-to-end toolchain from Go modules at pinned versions, into a cache outside the repository:
 # the Pulumi CLI, the Kubernetes provider, etcd, kube-apiserver,
-# kube-controller-manager and kube-scheduler. A binary already built at its pinned version is skipped.
+# kube-controller-manager, kube-scheduler and egctl (Envoy Gateway's CLI, whose offline translator
+# tests/e2e/front_door_xds.py runs). A binary already built at its pinned version is skipped.
 # Only the Go module proxy is used (no GitHub release downloads, no get.pulumi.com).
 #
 #   scripts/e2e-tools.sh            build what is missing, print what is there
@@ -24,6 +25,8 @@ KUBERNETES_PROVIDER_VERSION=4.25.0            # pulumi-kubernetes release of the
 KUBERNETES_PROVIDER_COMMIT=v4.0.0-20260115033456-f47bc2d6f199   # tag v4.25.0; the only version served
 KUBERNETES_VERSION=1.34.3                     # kube-apiserver, -controller-manager, -scheduler
 ETCD_VERSION=v3.6.16
+EGCTL_VERSION=v1.8.1                          # = servingStack.versions.envoyGateway (the front door's translator)
+EGCTL_COMMIT=097ab899b9d041452d02f15d738514eda10ea21b   # tag v1.8.1 (the proxy's Origin), for `egctl version`
 
 if [[ ${1:-} == --print ]]; then echo "$BIN"; exit 0; fi
 
@@ -105,14 +108,29 @@ build_kubernetes_provider() {
   stamp pulumi-resource-kubernetes "$KUBERNETES_PROVIDER_VERSION"
 }
 
+build_egctl() {
+  have egctl "$EGCTL_VERSION" && return
+  step "egctl $EGCTL_VERSION"
+  module egctl
+  # a plain dependency: the module's own replace directives (none at v1.8.1) would not apply anyway
+  go get "github.com/envoyproxy/gateway/cmd/egctl@$EGCTL_VERSION" >/dev/null
+  tools_go github.com/envoyproxy/gateway/cmd/egctl
+  go mod tidy
+  local V=github.com/envoyproxy/gateway/internal/cmd/version
+  go build -trimpath -ldflags "-s -w -X $V.envoyGatewayVersion=$EGCTL_VERSION -X $V.gitCommitID=$EGCTL_COMMIT" \
+    -o "$BIN/egctl" github.com/envoyproxy/gateway/cmd/egctl
+  stamp egctl "$EGCTL_VERSION"
+}
+
 start=$SECONDS
 build_etcd
 build_kubernetes
 build_pulumi
 build_kubernetes_provider
+build_egctl
 
 step "built ${#built[@]} in $((SECONDS - start)) s into $BIN"
-for b in pulumi pulumi-resource-kubernetes etcd kube-apiserver kube-controller-manager kube-scheduler; do
+for b in pulumi pulumi-resource-kubernetes etcd kube-apiserver kube-controller-manager kube-scheduler egctl; do
   printf '  %-28s %s\n' "$b" "$(cat "$BIN/.$b.version")"
 done
 du -sh "$BIN" | sed 's/^/  bin: /'

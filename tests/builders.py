@@ -49,3 +49,12 @@ def floats(value: Any) -> Any:
     if isinstance(value, list):
         return [floats(v) for v in value]
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def traefik_front_door(gateway: dict, version: str = "40.2.0") -> dict:
+    """`gateway` (an inferenceGateway config) served by Traefik, as the reference has it: its load-balancer settings move
+    into the `traefik` block. For the tests of the Traefik option; the default front door is Envoy Gateway."""
+    block = dict(gateway.pop("envoyGateway", None) or {})
+    gateway["backend"] = "Traefik"
+    gateway["traefik"] = {"version": version, **block}
+    return gateway

@@ -8,9 +8,10 @@ No API server can run on the build machines, so validation is schema-based and i
   not check base64, list-map keys or names, so those are tightened here, plus a few hand-written
   server rules that the OpenAPI schemas lack (pod templates, Service type, Job restartPolicy, PVC,
   EndpointSlice addresses, DRA requests).
-* Custom resources: the pinned upstream CRDs (tests/upstream-crds.toml) in ``CRD_DIR``, the first
-  of ``$MODELPLANE_K8S_CRD_DIR``, ``<repo>/../shared/k8s-crds`` and the user cache that
-  ``scripts/fetch_crds.py`` fills (docs/schemas.md); each file's SHA-256 is checked first. Each
+* Custom resources: the pinned upstream CRDs (tests/upstream-crds.toml) in ``CRD_DIR``: all from
+  ``$MODELPLANE_K8S_CRD_DIR`` if set, else each file from the first of ``<repo>/../shared/k8s-crds``
+  and the user cache that ``scripts/fetch_crds.py`` fills that has it with the pinned digest
+  (``find_crd_dir``, docs/schemas.md); each file's SHA-256 is checked again before loading. Each
   ``openAPIV3Schema`` becomes a Draft-4 JSON Schema in which unknown fields are errors. Schema
   ``default:`` values are applied first, then the schema is checked, list-map keys must be unique,
   and the ``x-kubernetes-validations`` CEL rules run with cel-python. A rule cel-python cannot run
@@ -18,16 +19,19 @@ No API server can run on the build machines, so validation is schema-based and i
   Kubernetes string functions added here) is skipped and recorded: ``skipped_cel_rules()`` lists
   them, and the test suite pins that list so a new one cannot slip in unnoticed.
 
-An unknown apiVersion/kind is an error, never a pass. With no CRD directory anywhere, built-in
-kinds are still validated and a custom resource skips the test (one reason, ``MISSING_CRDS``).
-But the chosen directory lacking a pinned file, or ``$MODELPLANE_K8S_CRD_DIR`` naming one that
-does not exist (``CRDDirectoryMissingError``), or a file whose SHA-256 is not the pinned one
-(``CRDDigestError``), is an error: a CI job that sets the variable fails rather than skips.
+An unknown apiVersion/kind is an error, never a pass. A pinned file found nowhere (or no CRDs at
+all) skips the tests that reach a custom resource of its API group, or that need every CRD
+(``require_all_crds``), with one reason (``MISSING_CRDS``); built-in kinds and the other custom
+resources are still validated. But ``$MODELPLANE_K8S_CRD_DIR`` naming a directory that does not
+exist or lacks a pinned file (``CRDDirectoryMissingError``), or a file whose SHA-256 is not the
+pinned one with no good copy elsewhere (``CRDDigestError``), is an error: a CI job that sets the
+variable fails rather than skips.
 
 Entry points: ``validate_object(obj) -> list[str]`` and ``assert_valid(objects)``.
 """
 from __future__ import annotations
 
+import atexit
 import base64
 import copy
 import functools
@@ -36,7 +40,9 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -55,6 +61,7 @@ __all__ = [
     "K8S_VERSION",
     "MISSING_CRDS",
     "CRDDigestError",
+    "CRDCopies",
     "CRDDirectoryMissingError",
     "CRDSource",
     "CRDVersion",
@@ -62,7 +69,9 @@ __all__ = [
     "assert_valid",
     "crd_kinds",
     "find_crd_dir",
+    "find_crd_files",
     "load_crds",
+    "require_all_crds",
     "skipped_cel_rules",
     "validate_object",
 ]
@@ -76,37 +85,95 @@ import fetch_crds  # noqa: E402
 
 CRD_DIR_ENV = "MODELPLANE_K8S_CRD_DIR"
 PINS = fetch_crds.load_pins()
+
+
+def _group_of(pin_path: str) -> str:
+    return Path(pin_path).name.partition("_")[0]
+
+
 # API groups of the pinned CRDs (kubebuilder names files <group>_<plural>.yaml): without the CRDs,
 # an object of these groups is unchecked (skip), any other unknown kind is still an error.
-PINNED_GROUPS = frozenset(Path(pin.path).name.partition("_")[0] for pin in PINS)
+PINNED_GROUPS = frozenset(_group_of(pin.path) for pin in PINS)
 
 
 @dataclass(frozen=True)
 class CRDSource:
-    """Where the CRDs are (``path`` None: nowhere) and which lookup step found them."""
+    """Where the CRDs are and which lookup step found them.
+
+    ``path``: a directory holding every pinned file that was found (None: none was found);
+    ``missing``: the pinned files found nowhere (custom resources of their groups skip).
+    """
 
     path: Path | None
     origin: str
+    missing: tuple[str, ...] = ()
 
 
-def find_crd_dir(env: Mapping[str, str] = os.environ, repo: Path = REPO) -> CRDSource:
-    """``$MODELPLANE_K8S_CRD_DIR``, else ``<repo>/../shared/k8s-crds``, else the user cache.
+def _lookup_dirs(env: Mapping[str, str], repo: Path) -> list[tuple[Path, str]]:
+    return [(repo.parent / "shared" / "k8s-crds", "../shared beside the repository"),
+            (fetch_crds.cache_dir(env), "user cache")]
 
-    The variable wins even when its directory is missing (an error later, not a skip): whoever
-    sets it wants those CRDs, and a typo must not fall back to another copy or to skipping.
+
+@dataclass(frozen=True)
+class CRDCopies:
+    """The copies of one pinned file in the lookup places, in lookup order."""
+
+    good: tuple[Path, ...]  # with the pinned SHA-256
+    other: tuple[Path, ...]  # with another digest: never used, but named in the error if there is no good one
+
+    @property
+    def chosen(self) -> Path | None:
+        return (self.good + self.other + (None,))[0]
+
+
+def find_crd_files(env: Mapping[str, str] = os.environ, repo: Path = REPO,
+                   pins: Iterable[fetch_crds.Pin] = PINS) -> dict[str, CRDCopies]:
+    """For each pinned file, its copies in ``<repo>/../shared/k8s-crds`` and the user cache."""
+    out: dict[str, CRDCopies] = {}
+    for pin in pins:
+        copies = [d / pin.path for d, _ in _lookup_dirs(env, repo) if (d / pin.path).is_file()]
+        good = tuple(c for c in copies if fetch_crds.sha256_of(c) == pin.sha256)
+        out[pin.path] = CRDCopies(good, tuple(c for c in copies if c not in good))
+    return out
+
+
+def find_crd_dir(env: Mapping[str, str] = os.environ, repo: Path = REPO,
+                 pins: Iterable[fetch_crds.Pin] = PINS) -> CRDSource:
+    """``$MODELPLANE_K8S_CRD_DIR``, else, file by file, ``<repo>/../shared/k8s-crds`` or the user cache.
+
+    The variable wins even when its directory is missing or incomplete (an error later, not a
+    skip): whoever sets it wants those CRDs, and a typo must not fall back to another copy or to
+    skipping. Otherwise each pinned file is taken from the first of the two places that has it
+    with its pinned digest (a copy with another digest only when there is no good one: loading
+    it is then an error that names it). When one place holds every file so chosen, or a copy as
+    good, it is the directory; otherwise the directory is a temporary one of links to the chosen
+    copies (removed at exit), so that code reading ``CRD_DIR / path`` keeps working.
     """
     if env.get(CRD_DIR_ENV):
         return CRDSource(Path(env[CRD_DIR_ENV]).expanduser(), CRD_DIR_ENV)
-    for path, origin in ((repo.parent / "shared" / "k8s-crds", "../shared beside the repository"),
-                         (fetch_crds.cache_dir(env), "user cache")):
-        if path.is_dir():
-            return CRDSource(path, origin)
-    return CRDSource(None, "nowhere")
+    pins = list(pins)
+    found = {path: copies for path, copies in find_crd_files(env, repo, pins).items() if copies.chosen}
+    missing = tuple(pin.path for pin in pins if pin.path not in found)
+    tail = f"; {len(missing)} pinned files found nowhere, their custom resources skip" if missing else ""
+    if not found:
+        return CRDSource(None, "nowhere", missing)
+    places = _lookup_dirs(env, repo)
+    for directory, origin in places:
+        if all(directory / path in (copies.good or copies.other[:1]) for path, copies in found.items()):
+            return CRDSource(directory, origin + tail, missing)
+    links = Path(tempfile.mkdtemp(prefix="modelplane-k8s-crds-"))
+    atexit.register(shutil.rmtree, links, ignore_errors=True)
+    taken = {origin: 0 for _, origin in places}
+    for path, copies in found.items():
+        (links / path).parent.mkdir(parents=True, exist_ok=True)
+        (links / path).symlink_to(copies.chosen)
+        taken[next(origin for directory, origin in places if copies.chosen == directory / path)] += 1
+    return CRDSource(links, "per file: " + ", ".join(f"{n} from {o}" for o, n in taken.items() if n) + tail, missing)
 
 
 CRD_SOURCE = find_crd_dir()
 CRD_DIR = CRD_SOURCE.path  # None: custom resources are not validated, their tests skip
-MISSING_CRDS = (f"needs the pinned CRDs, found in none of ${CRD_DIR_ENV}, ../shared/k8s-crds, {fetch_crds.cache_dir()}: "
+MISSING_CRDS = (f"needs pinned CRDs found in none of ${CRD_DIR_ENV}, ../shared/k8s-crds, {fetch_crds.cache_dir()}: "
                 f"run venv/bin/python scripts/fetch_crds.py or set {CRD_DIR_ENV} (docs/schemas.md)")
 
 
@@ -121,6 +188,28 @@ class CRDDigestError(ValueError):
 def skip_without_crds() -> None:
     """Skip the running test: it needs the CRDs. One call site, so pytest -rs folds them into one line."""
     pytest.skip(MISSING_CRDS)
+
+
+def require_all_crds(crd_dir: Path | None = CRD_DIR) -> None:
+    """Skip the running test unless every pinned CRD was found (for tests about the whole set)."""
+    if crd_dir is None or (crd_dir == CRD_DIR and CRD_SOURCE.missing):
+        skip_without_crds()
+
+
+def _expected_pins(crd_dir: Path) -> list[fetch_crds.Pin]:
+    """The pinned files that ``crd_dir`` must have: all, except in the looked-up CRD_DIR the ones found nowhere."""
+    if crd_dir == CRD_DIR and CRD_SOURCE.missing:
+        return [pin for pin in PINS if pin.path not in CRD_SOURCE.missing]
+    return PINS
+
+
+def _unchecked_groups(crd_dir: Path | None) -> frozenset[str]:
+    """API groups whose unknown kinds skip (a CRD of the group may be among the files not found)."""
+    if crd_dir is None:
+        return PINNED_GROUPS
+    if crd_dir == CRD_DIR:
+        return frozenset(_group_of(path) for path in CRD_SOURCE.missing)
+    return frozenset()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -601,7 +690,7 @@ def load_crds(crd_dir: Path | None = CRD_DIR) -> dict[tuple[str, str], CRDVersio
     if crd_dir is None:
         skip_without_crds()
     out: dict[tuple[str, str], CRDVersion] = {}
-    for path in pinned_files(crd_dir):
+    for path in pinned_files(crd_dir, _expected_pins(crd_dir)):
         with open(path, encoding="utf-8") as fh:
             for doc in yaml.load_all(fh, Loader=_Loader):
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
@@ -932,7 +1021,7 @@ def validate_object(obj: dict, *, crd_dir: Path | None = CRD_DIR) -> list[str]:
         problems = _validate_custom(obj, cv)
     else:
         validator = _builtin_validator(api_version, kind)
-        if validator is None and crd_dir is None and api_version.rpartition("/")[0] in PINNED_GROUPS:
+        if validator is None and api_version.rpartition("/")[0] in _unchecked_groups(crd_dir):
             skip_without_crds()
         if validator is None:
             return [f"{who}: unknown apiVersion/kind {api_version} {kind}: neither a Kubernetes "

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from builders import traefik_front_door
+
 import k8s_validation
 from e2e.charts import CHARTS, PINNED_NOT_STOOD_IN, crd_name, mirror_config, stand_in_report, write_mirror
 from modelplane.api import load_fleet
@@ -25,8 +27,7 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @pytest.fixture(scope="module")
 def crd_dir() -> Path:
-    if k8s_validation.CRD_DIR is None:
-        k8s_validation.skip_without_crds()
+    k8s_validation.require_all_crds()  # the stand-in charts hold the whole set
     return k8s_validation.CRD_DIR
 
 
@@ -36,12 +37,11 @@ def demo_config() -> dict:
 
 
 def existing_front_door(config: dict) -> dict:
-    """The demo with the e2e front door's shape: an Existing cluster whose Gateway API CRDs are preinstalled."""
+    """The demo with the e2e front door's shape: Envoy Gateway on an Existing cluster."""
     config = copy.deepcopy(config)
     gateway = config["inferenceGateway"]
     gateway["cluster"] = {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
-    gateway["preinstalled"] = ["gatewayApi"]
-    gateway["traefik"]["metallb"] = {"addressPool": "10.0.0.240-10.0.0.250"}
+    gateway["envoyGateway"]["metallb"] = {"addressPool": "10.0.0.240-10.0.0.250"}
     return config
 
 
@@ -113,12 +113,14 @@ def test_the_inference_extension_manifest_is_the_pinned_crds(mirror):
 
 def test_a_pinned_manifest_is_reported_not_written(mirror, tmp_path, crd_dir, demo_config):
     shutil.copytree(mirror[0], tmp_path, dirs_exist_ok=True)  # the same charts: nothing to rewrite
-    fleet = load_fleet(demo_config, origin="api")  # a kind front door: modelplane installs the Gateway API CRDs
+    traefik = copy.deepcopy(demo_config)
+    traefik_front_door(traefik["inferenceGateway"])
+    fleet = load_fleet(traefik, origin="api")  # a kind front door on Traefik: modelplane installs the Gateway API CRDs
     stand_ins = write_mirror(cluster_stacks(fleet), tmp_path, crd_dir)
     [gateway_api] = [s for s in stand_ins if s.name == "gatewayApi-v1.5.1-standard-install.yaml"]
     assert (gateway_api.kind, gateway_api.installs, gateway_api.not_covered) == ("manifest", (), PINNED_NOT_STOOD_IN)
     assert not (tmp_path / "manifests" / gateway_api.name).exists()
-    problems = folder_mirror_problems(load_fleet({**demo_config, "mirror": mirror_config(tmp_path)}, origin="api"))
+    problems = folder_mirror_problems(load_fleet({**traefik, "mirror": mirror_config(tmp_path)}, origin="api"))
     assert len(problems) == 1 and gateway_api.name in problems[0]
 
 

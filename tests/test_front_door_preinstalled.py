@@ -20,6 +20,8 @@ from modelplane.api.stackfile import read_stack_file
 from modelplane.render import front_door as fd
 from modelplane.render.fleet import release_waits_for, waits_for
 
+from builders import traefik_front_door
+
 REPO = Path(__file__).resolve().parent.parent
 AT = "modelplane:inferenceGateway.preinstalled"
 POOL = "192.168.10.200-192.168.10.250"
@@ -28,7 +30,7 @@ POOL = "192.168.10.200-192.168.10.250"
 def own_front_door(preinstalled=None, source: str = "Existing", metallb: bool = True) -> dict:
     """The demo fleet, its front door on an Existing cluster (or `source`)."""
     config = read_stack_file(REPO / "stacks" / "Pulumi.demo.yaml").config
-    gateway = config["inferenceGateway"]
+    gateway = traefik_front_door(config["inferenceGateway"])
     if source == "Existing":
         gateway["cluster"] = {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
     if metallb:
@@ -66,11 +68,14 @@ def test_valid(cfg):
 
 BAD = {
     "unknown name, close to one": (own_front_door(["gatewayAPI"]), f"{AT}[0]",
-                                   "unknown component 'gatewayAPI'; did you mean 'gatewayApi'? known: gatewayApi "
-                                   "(Traefik and MetalLB are always installed by modelplane, as the Helm releases "
-                                   "'traefik' and 'metallb')"),
+                                   "unknown component 'gatewayAPI' for a front door on Traefik; did you mean "
+                                   "'gatewayApi'? known: gatewayApi (Traefik and MetalLB are always installed by "
+                                   "modelplane)"),
     "traefik is not declarable": (own_front_door(["gatewayApi", "traefik"]), f"{AT}[1]",
-                                  "unknown component 'traefik'; known: gatewayApi (Traefik and MetalLB"),
+                                  "unknown component 'traefik' for a front door on Traefik; known: gatewayApi "
+                                  "(Traefik and MetalLB"),
+    "an Envoy Gateway component on Traefik": (own_front_door(["envoyGateway"]), f"{AT}[0]",
+                                              "unknown component 'envoyGateway' for a front door on Traefik"),
     "a workload-cluster component": (own_front_door(["certManager"]), f"{AT}[0]", "unknown component 'certManager'"),
     "on a kind cluster": (own_front_door(["gatewayApi"], source="Kind"), AT,
                           "only an Existing front-door cluster can have preinstalled components: modelplane creates "
@@ -92,7 +97,7 @@ def test_installs():
     assert load_fleet(own_front_door(), origin="pulumi").inference_gateway.installs("gatewayApi")
     with pytest.raises(ValueError, match="unknown front-door component 'traefik'"):
         gateway.installs("traefik")
-    assert FRONT_DOOR_COMPONENTS == ("gatewayApi",)
+    assert FRONT_DOOR_COMPONENTS == ("envoyGateway", "gatewayApi")
 
 
 # --- render --------------------------------------------------------------------------------------
@@ -153,7 +158,7 @@ def test_validate_says_what_is_installed_on_an_existing_front_door(tmp_path, pre
         assert note[2] == ("  CRD manifests: gatewayApi: https://github.com/kubernetes-sigs/gateway-api/releases/"
                            "download/v1.5.1/standard-install.yaml")
         assert note[3].startswith("  left alone (inferenceGateway.preinstalled): nothing; if the cluster already "
-                                  "has the Gateway API CRDs (GKE and many platforms install them), add "
+                                  "runs the Gateway API CRDs (GKE and many platforms install them), add "
                                   "gatewayApi to inferenceGateway.preinstalled")
 
 

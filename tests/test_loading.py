@@ -95,7 +95,7 @@ def test_services_need_a_front_door():
     config = fleet_config(modelServices={"ml-team": {"s": {"endpoints": [
         {"selector": {"matchLabels": {"modelplane.ai/deployment": "mock-demo"}}}]}}})
     assert issues_of(config) == ["modelplane:modelServices.ml-team.s: a ModelService needs the front door: set "
-                                 "modelplane:inferenceGateway (backend Traefik and the cluster it runs on)"]
+                                 "modelplane:inferenceGateway (the cluster it runs on)"]
 
 
 def test_warnings_do_not_fail_validation():

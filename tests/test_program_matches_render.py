@@ -36,6 +36,7 @@ from modelplane.render.fleet import release_waits_for, render_fleet, waits_for, 
 from modelplane.render.front_door import front_door_stack
 from modelplane.render.metallb import ADDRESS_POOL, kind_address_pools, kind_cluster_names
 from modelplane.render.types import ClusterManifests, ClusterStack, HelmRelease
+from builders import traefik_front_door
 from test_program_resources import Deployed, deploy, stack_config
 
 PROVIDER = "pulumi:providers:kubernetes"
@@ -47,6 +48,7 @@ RELEASE_SETTINGS = {"createNamespace": True, "atomic": True, "timeout": 900, "co
 SAAS_KEY = "sk-together-render-test"
 HF_TOKEN = "hf_render_test_token"
 SECRETS = {"modelplane:modelEndpoints.ml-team.together.auth.token": SAAS_KEY,
+           "modelplane:modelEndpoints.ml-team.saas.auth.token": SAAS_KEY,
            "modelplane:modelCaches.ml-team.qwen3-8b.huggingFace.token": HF_TOKEN}
 OTHER_NETWORK = "192.168.96.0/20"
 
@@ -105,9 +107,9 @@ def run(config: dict, network: str | None = None) -> Run:
 
 
 def own_front_door_config() -> dict:
-    """The demo with its front door on an Existing cluster that already has the Gateway API CRDs."""
+    """The demo with its front door on Traefik, on an Existing cluster that already has the Gateway API CRDs."""
     config = stack_config(REPO, "demo")
-    gateway = config["inferenceGateway"]
+    gateway = traefik_front_door(config["inferenceGateway"])
     gateway["cluster"] = {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
     gateway["traefik"]["metallb"] = {"addressPool": "192.168.10.200-192.168.10.250"}
     gateway["preinstalled"] = ["gatewayApi"]
@@ -119,10 +121,21 @@ def runs() -> dict[str, Run]:
     return {"demo": run(stack_config(REPO, "demo")),
             "demo-other-network": run(stack_config(REPO, "demo"), OTHER_NETWORK),
             "cloud": run(cloud_config()),
-            "demo-own-front-door": run(own_front_door_config())}
+            "demo-own-front-door": run(own_front_door_config()),
+            "demo-traefik": run(traefik_config())}
 
 
-STACKS = ["demo", "demo-other-network", "cloud", "demo-own-front-door"]
+STACKS = ["demo", "demo-other-network", "cloud", "demo-own-front-door", "demo-traefik"]
+
+
+def traefik_config() -> dict:
+    """The demo with its front door on Traefik and a hand-made endpoint with a credential (a Middleware)."""
+    config = stack_config(REPO, "demo")
+    traefik_front_door(config["inferenceGateway"])
+    config["modelEndpoints"] = {"ml-team": {"saas": {"url": "https://api.example.com/", "labels": {"provider": "saas"},
+                                                     "auth": {"token": SAAS_KEY}}}}
+    config["modelServices"]["ml-team"]["mock"]["endpoints"].append({"selector": {"matchLabels": {"provider": "saas"}}})
+    return config
 
 
 # --- what fills a placeholder under the mocks ----------------------------------------------------------
@@ -301,14 +314,21 @@ def test_the_comparison_sees_every_kind_of_resource(runs):
     for stack, expected in (("demo", {"control", "gpu-eu-west", "gpu-us-east"}),
                             ("cloud", {"front-door", "aws-us-east", "azure-eu-west", "gcp-us-central"})):
         registered, _, _ = registered_items(runs[stack].deployed.seen)
-        for what in ("object", "release", "manifest"):
+        for what in ("object", "release"):
             assert {key[1] for key in registered if key[0] == what} == expected, (stack, what)
+        # Remote manifests: the workload clusters' Inference Extension CRDs (Envoy Gateway's chart brings the front
+        # door's Gateway API CRDs); the Traefik front door's Gateway API CRDs in demo-traefik.
+        assert {key[1] for key in registered if key[0] == "manifest"} == expected - {"control", "front-door"}
         kinds = {key[3] for key in registered if key[0] == "object"}
         assert {"Namespace", "Gateway", "HTTPRoute"} <= kinds
     kinds = {key[3] for key in registered_items(runs["demo"].deployed.seen)[0] if key[0] == "object"}
     assert {"IPAddressPool", "L2Advertisement"} <= kinds
     kinds = {key[3] for key in registered_items(runs["cloud"].deployed.seen)[0] if key[0] == "object"}
-    assert {"StorageClass", "Middleware", "LeaderWorkerSet", "Job", "Secret"} <= kinds
+    assert {"StorageClass", "Backend", "BackendTrafficPolicy", "HTTPRouteFilter", "LeaderWorkerSet", "Job",
+            "Secret"} <= kinds
+    registered = registered_items(runs["demo-traefik"].deployed.seen)[0]
+    assert {key[1] for key in registered if key[0] == "manifest"} == {"control", "gpu-eu-west", "gpu-us-east"}
+    assert "Middleware" in {key[3] for key in registered if key[0] == "object"}
 
 
 def test_an_existing_front_door_with_the_gateway_api_preinstalled_gets_no_crd_manifest(runs):
@@ -318,7 +338,8 @@ def test_an_existing_front_door_with_the_gateway_api_preinstalled_gets_no_crd_ma
     assert {key[2] for key in registered if key[0] == "manifest" and key[1] == "control"} == set()
     assert [r.name for r in seen.of_type(CONFIG_FILE) if r.name.startswith("control/")] == []
     assert {key[2] for key in registered if key[0] == "release" and key[1] == "control"} == {"metallb", "traefik"}
-    assert {key[1] for key in registered_items(runs["demo"].deployed.seen)[0] if key[0] == "manifest"} >= {"control"}
+    assert {key[1] for key in registered_items(runs["demo-traefik"].deployed.seen)[0] if key[0] == "manifest"} >= {
+        "control"}
 
 
 def test_placeholders_are_filled_with_what_exists_once_deployed(runs):
@@ -342,7 +363,7 @@ def test_placeholders_are_filled_with_what_exists_once_deployed(runs):
                      "gcp-us-central": {"gcp-us-central.networkName"}}
     secrets = {c.cluster: {p.name for p in c.placeholders} & set(SECRETS) for c in runs["cloud"].rendered}
     assert secrets["front-door"] == {"modelplane:modelEndpoints.ml-team.together.auth.token"}
-    assert set().union(*secrets.values()) == set(SECRETS)
+    assert set().union(*secrets.values()) == set(SECRETS) - {"modelplane:modelEndpoints.ml-team.saas.auth.token"}
 
 
 def test_the_comparison_fails_when_infra_adds_drops_or_changes_something(monkeypatch):

@@ -353,11 +353,13 @@ METALLB = [
     ("kubernetes:metallb.io/v1beta1:IPAddressPool", "{c}/metallb-system/modelplane", RELEASE, "{c}/metallb"),
     ("kubernetes:metallb.io/v1beta1:L2Advertisement", "{c}/metallb-system/modelplane", RELEASE, "{c}/metallb"),
 ]
-FRONT_DOOR = [
-    (RELEASE, "{c}/traefik", CONFIG_FILE, "{c}/gateway-api-crds"),  # Traefik's Gateway provider needs the CRDs
-    ("kubernetes:gateway.networking.k8s.io/v1:GatewayClass", "{c}/traefik", CONFIG_FILE, "{c}/gateway-api-crds"),
-    ("kubernetes:gateway.networking.k8s.io/v1:Gateway", "{c}/modelplane-system/modelplane",
-     CONFIG_FILE, "{c}/gateway-api-crds"),
+FRONT_DOOR = [  # Envoy Gateway's chart serves every custom resource of the front door (the Gateway API's too)
+    ("kubernetes:gateway.networking.k8s.io/v1:GatewayClass", "{c}/modelplane-front-door", RELEASE, "{c}/mp-gateway-helm"),
+    ("kubernetes:gateway.networking.k8s.io/v1:Gateway", "{c}/modelplane-system/modelplane", RELEASE, "{c}/mp-gateway-helm"),
+    ("kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyExtensionPolicy", "{c}/modelplane-system/model-router",
+     RELEASE, "{c}/mp-gateway-helm"),
+    ("kubernetes:gateway.envoyproxy.io/v1alpha1:ClientTrafficPolicy", "{c}/modelplane-system/front-door",
+     RELEASE, "{c}/mp-gateway-helm"),
 ]
 
 SERVING_STACK_ORDER = [  # (id, stack, edges)
@@ -372,14 +374,14 @@ SERVING_STACK_ORDER = [  # (id, stack, edges)
     ("cloud-releases-in-dependency-order", "cloud",
      pairs(WORKLOAD_RELEASES, ["aws-us-east", "azure-eu-west", "gcp-us-central"])),
     ("demo-front-door-releases-in-order", "demo",
-     pairs([(RELEASE, "{c}/traefik", RELEASE, "{c}/metallb")], ["control"])),
+     pairs([(RELEASE, "{c}/mp-gateway-helm", RELEASE, "{c}/metallb")], ["control"])),
     ("demo-served-objects-after-their-chart", "demo",
      pairs(SERVED_OBJECTS + METALLB, ["gpu-eu-west", "gpu-us-east"])),
     ("demo-metallb-objects-after-metallb-on-the-front-door", "demo", pairs(METALLB, ["control"])),
     ("cloud-served-objects-after-their-chart", "cloud",
      pairs(SERVED_OBJECTS, ["aws-us-east", "azure-eu-west", "gcp-us-central"])),
-    ("demo-front-door-after-gateway-api-crds", "demo", pairs(FRONT_DOOR, ["control"])),
-    ("cloud-front-door-after-gateway-api-crds", "cloud", pairs(FRONT_DOOR, ["front-door"])),
+    ("demo-front-door-after-envoy-gateway", "demo", pairs(FRONT_DOOR, ["control"])),
+    ("cloud-front-door-after-envoy-gateway", "cloud", pairs(FRONT_DOOR, ["front-door"])),
 ]
 
 
@@ -431,12 +433,16 @@ REPLICA_ORDER = [
 
 
 def endpoint_after_workloads(seen: Registered) -> Edges:
+    """A replica's Backend after its workloads (ready), and after its cluster's gateway has a name on the front door."""
     out = []
     for replica in seen.of_type("modelplane:index:ModelReplica"):
         workloads = [r for r in seen.children(replica) if r.type in WORKLOADS]
         endpoint = component_children(seen, "ModelEndpoint", replica.name)
-        assert {r.type.rsplit(":", 1)[-1] for r in endpoint} >= {"Service", "EndpointSlice"}
-        out += [(e, w) for e in endpoint for w in workloads]
+        assert {r.type.rsplit(":", 1)[-1] for r in endpoint} == {"Backend"}
+        cluster = workloads[0].provider_name
+        alias = component_children(seen, "GatewayAlias", cluster)
+        assert {r.type.rsplit(":", 1)[-1] for r in alias} == {"Service", "EndpointSlice"}
+        out += [(e, w) for e in endpoint for w in workloads + alias]
     return out
 
 
@@ -471,12 +477,15 @@ def test_front_door_endpoint_waits_for_replica_workload(stacks, stack, edges):
 def route_after_endpoints(seen: Registered) -> Edges:
     out = []
     for service in seen.of_type("modelplane:index:ModelService"):
-        [route] = seen.children(service)
-        names = [ref["name"] for rule in route.inputs["spec"]["rules"] for ref in rule["backendRefs"]]
+        [route] = [r for r in seen.children(service) if r.type.endswith(":HTTPRoute")]
+        names = {ref["name"] for rule in route.inputs["spec"]["rules"] for ref in rule["backendRefs"]}
         namespace = service.name.split("/")[0]
-        endpoints = [o for name in names for o in component_children(seen, "ModelEndpoint", f"{namespace}/{name}")]
-        assert endpoints, service.name
-        out += [(route, e) for e in endpoints]
+        endpoints = [o for component in seen.of_type("modelplane:index:ModelEndpoint")
+                     if component.name.startswith(f"{namespace}/")
+                     for o in seen.children(component)]
+        backends = [o for o in endpoints if o.type.endswith(":Backend") and o.inputs["metadata"]["name"] in names]
+        assert len({b.inputs["metadata"]["name"] for b in backends}) == len(names), service.name
+        out += [(route, b) for b in backends]
     return out
 
 

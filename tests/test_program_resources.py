@@ -125,7 +125,7 @@ def test_demo_has_a_provider_per_cluster_and_every_kubeconfig_is_secret(demo):
                                                     for lab in labels]
     assert [n["role"] for n in configs["control-kind"]["nodes"]] == ["control-plane"]
     # The front door lives on the control cluster.
-    assert seen.provider_of(seen.named(RELEASE, "control/traefik")) == "control"
+    assert seen.provider_of(seen.named(RELEASE, "control/mp-gateway-helm")) == "control"
 
 
 def test_demo_installs_the_serving_stack_on_each_workload_cluster(demo):
@@ -165,7 +165,7 @@ def test_demo_replicas_have_their_workloads_and_claim_templates_on_their_cluster
         assert kinds["kubernetes:apps/v1:Deployment"] == 2  # the engine and its endpoint picker
         assert kinds["kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"] == 1
         assert kinds["kubernetes:inference.networking.k8s.io/v1:InferencePool"] == 1
-        assert kinds["kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"] == 1
+        assert kinds["kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"] == 2  # by path and by host name
         assert {seen.provider_of(r) for r in seen.children(component)} == {cluster}
         # Replica workloads wait for the serving stack (CRDs, LWS, the DRA driver).
         engine = seen.engine_of(name)
@@ -178,26 +178,35 @@ def test_demo_replicas_have_their_workloads_and_claim_templates_on_their_cluster
         assert [c["resourceClaimTemplateName"] for c in pod["resourceClaims"]] == [claim_name]
 
 
+BACKEND = "kubernetes:gateway.envoyproxy.io/v1alpha1:Backend"
+
+
 def test_demo_front_door_routes_to_ready_replicas_only(demo):
     seen = demo.seen
     gateway = seen.named("modelplane:index:InferenceGateway", "control")
     releases = {r.inputs["name"] for r in seen.of_type(RELEASE) if seen.provider_of(r) == "control"}
-    assert releases == {"traefik", "metallb"}
+    assert releases == {"mp-gateway-helm", "metallb"}
     route = seen.named("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", "control/ml-team/mock")
-    refs = route.inputs["spec"]["rules"][0]["backendRefs"]
-    assert [(b["name"], b["weight"]) for b in refs] == [("mock-demo-49b71", 1), ("mock-demo-be445", 1)]
+    for rule in route.inputs["spec"]["rules"]:  # by path, and by the request's model
+        assert [(b["name"], b["weight"]) for b in rule["backendRefs"]] == [("mock-demo-49b71", 1),
+                                                                           ("mock-demo-be445", 1)]
     for name, cluster in (("mock-demo-be445", "gpu-eu-west"), ("mock-demo-49b71", "gpu-us-east")):
         endpoint = seen.named("modelplane:index:ModelEndpoint", f"ml-team/{name}")
-        slice_ = seen.named("kubernetes:discovery.k8s.io/v1:EndpointSlice", f"control/ml-team/{name}")
-        assert slice_.parent == endpoint.urn and seen.provider_of(slice_) == "control"
-        # The workload gateway's real address (not the render placeholder), as an IPv4 slice.
+        backend = seen.named(BACKEND, f"control/ml-team/{name}")
+        assert backend.parent == endpoint.urn and seen.provider_of(backend) == "control"
+        [address] = backend.inputs["spec"]["endpoints"]
+        assert address["hostname"] == f"{name}.ml-team.replica.modelplane.internal"
+        assert address["fqdn"]["hostname"].startswith(f"{cluster}-gateway-")
+        # The cluster's gateway by name: its real address (not the render placeholder), as an IPv4 slice.
+        alias = seen.named("modelplane:index:GatewayAlias", cluster)
+        [slice_] = [r for r in seen.children(alias) if r.type.endswith(":EndpointSlice")]
         assert slice_.inputs["addressType"] == "IPv4"
         assert slice_.inputs["endpoints"][0]["addresses"] == ["172.18.255.200"]
+        assert slice_.urn in backend.dependencies  # the component's children, as Pulumi expands a component dependency
         # Created only after the replica's engine Deployment is ready...
-        assert seen.engine_of(f"ml-team/{name}").urn in slice_.dependencies
+        assert seen.engine_of(f"ml-team/{name}").urn in backend.dependencies
         # ...and the route only after the endpoint.
-        service = seen.named("kubernetes:core/v1:Service", f"control/ml-team/{name}")
-        assert service.urn in route.dependencies
+        assert backend.urn in route.dependencies
     assert gateway in seen.ancestors(seen.named(PROVIDER, "control"))
 
 
@@ -253,9 +262,9 @@ def test_a_drained_replica_is_replaced_and_the_route_waits_for_the_replacement(r
     route = seen.named("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", "control/ml-team/mock")
     assert [b["name"] for b in route.inputs["spec"]["rules"][0]["backendRefs"]] == [moved.name]
     engine = seen.engine_of(f"ml-team/{moved.name}")
-    slice_ = seen.named("kubernetes:discovery.k8s.io/v1:EndpointSlice", f"control/ml-team/{moved.name}")
-    assert engine.urn in slice_.dependencies
-    assert seen.named("kubernetes:core/v1:Service", f"control/ml-team/{moved.name}").urn in route.dependencies
+    backend = seen.named(BACKEND, f"control/ml-team/{moved.name}")
+    assert engine.urn in backend.dependencies
+    assert backend.urn in route.dependencies
 
 
 def test_bad_config_registers_nothing(repo, monitor):
@@ -327,10 +336,15 @@ def test_cloud_gpu_clusters_get_the_nvidia_driver_and_no_fake_gpus(cloud):
 
 def test_cloud_saas_key_reaches_the_front_door_only_as_a_secret(cloud):
     seen = cloud.seen
-    [middleware] = seen.of_type("kubernetes:traefik.io/v1alpha1:Middleware")
+    [middleware] = [r for r in seen.of_type("kubernetes:core/v1:Secret") if SAAS_KEY in json.dumps(r.inputs)]
     assert middleware.provider_name == "front-door"
-    assert "spec" in middleware.secret_inputs
-    assert middleware.inputs["spec"]["headers"]["customRequestHeaders"] == {"Authorization": f"Bearer {SAAS_KEY}"}
+    assert "stringData" in middleware.secret_inputs or "string_data" in middleware.secret_inputs
+    assert middleware.inputs["stringData"] == {"credential": f"Bearer {SAAS_KEY}"}
+    # Envoy injects it from the Secret on the endpoint's own hop route only.
+    [injection] = [r for r in seen.of_type("kubernetes:gateway.envoyproxy.io/v1alpha1:HTTPRouteFilter")
+                   if "credentialInjection" in r.inputs["spec"]]
+    assert injection.inputs["spec"]["credentialInjection"]["credential"] == {
+        "valueRef": {"name": middleware.inputs["metadata"]["name"]}}
     # The Hugging Face token reaches each cluster's hydration Secret, also only as a secret.
     token_secrets = [r for r in seen.of_type("kubernetes:core/v1:Secret") if HF_TOKEN in json.dumps(r.inputs)]
     assert token_secrets and all("string_data" in r.secret_inputs or "stringData" in r.secret_inputs

@@ -70,9 +70,13 @@ def test_demo_replica_objects_follow_the_placement():
     [request] = claim["spec"]["spec"]["devices"]["requests"]
     assert request == {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 1, "selectors": [
         {"cel": {"expression": 'device.capacity["gpu.example.com"].memory.compareTo(quantity("20Gi")) >= 0'}}]}}
-    [route] = [r for r in objects_of("demo", "gpu-eu-west", "HTTPRoute")]
+    [route, by_host] = [r for r in objects_of("demo", "gpu-eu-west", "HTTPRoute")]
     assert route["spec"]["rules"][0]["matches"][0]["path"]["value"] == f"/ml-team/{replica}/"
     assert route["spec"]["parentRefs"] == [{"name": "inference-gateway", "namespace": "modelplane-system"}]
+    # The front door reaches (and health-checks) the replica by its host name, paths as they are.
+    assert by_host["spec"]["hostnames"] == [f"{replica}.ml-team.replica.modelplane.internal"]
+    assert by_host["spec"]["rules"][0]["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    assert by_host["spec"]["rules"][0]["backendRefs"] == route["spec"]["rules"][0]["backendRefs"]
 
 
 def test_leader_worker_deployments_become_leader_worker_sets():
@@ -165,9 +169,7 @@ def test_remote_manifests_per_cluster():
         fleet, manifests = rendered(stack)
         for cluster in manifests:
             if cluster.role == "front-door":
-                expected = [("gateway-api-crds", "gatewayApi", "v1.5.1",
-                             "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/"
-                             "standard-install.yaml")]
+                expected = []  # Envoy Gateway's chart brings the Gateway API CRDs (Traefik: test_render_front_door)
             else:
                 version = fleet.serving_stack_for(cluster.cluster).versions.inference_extension
                 expected = [("inference-extension-crds", "inferenceExtension", version,
@@ -223,15 +225,17 @@ def test_render_command_writes_a_folder_per_cluster(tmp_path):
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["control", "gpu-eu-west", "gpu-us-east"]
     assert result.stdout.splitlines()[:3] == [
-        f"{tmp_path / 'control'}: 1 remote manifests, 12 objects, 2 Helm releases, 3 placeholders",
-        f"{tmp_path / 'gpu-eu-west'}: 1 remote manifests, 18 objects, 9 Helm releases, 1 placeholders",
-        f"{tmp_path / 'gpu-us-east'}: 1 remote manifests, 18 objects, 9 Helm releases, 1 placeholders"]
+        f"{tmp_path / 'control'}: 0 remote manifests, 24 objects, 2 Helm releases, 3 placeholders",
+        f"{tmp_path / 'gpu-eu-west'}: 1 remote manifests, 19 objects, 9 Helm releases, 1 placeholders",
+        f"{tmp_path / 'gpu-us-east'}: 1 remote manifests, 19 objects, 9 Helm releases, 1 placeholders"]
     assert "from the real one by `pulumi up`" in result.stdout
     for folder in tmp_path.iterdir():
         releases = yaml.safe_load((folder / "helm-releases.yaml").read_text())
         assert isinstance(releases, list)
-        [manifest] = yaml.safe_load((folder / "remote-manifests.yaml").read_text())
-        assert manifest["url"].startswith("https://github.com/kubernetes-sigs/")
+        manifests = yaml.safe_load((folder / "remote-manifests.yaml").read_text())
+        # Workload clusters: the Inference Extension CRDs; the front door's Envoy Gateway chart brings its own.
+        assert len(manifests) == (0 if folder.name == "control" else 1)
+        assert all(m["url"].startswith("https://github.com/kubernetes-sigs/") for m in manifests)
         placeholders = yaml.safe_load((folder / "placeholders.yaml").read_text())
         assert f"{folder.name}.metallbAddressPool" in {p["name"] for p in placeholders}
         for path in folder.glob("[0-9]*.yaml"):

@@ -1,4 +1,6 @@
-"""The front door (spec §7): endpoints, weights, routes, the Traefik gateway, secrets kept out."""
+"""The front door on Traefik, as the reference has it (spec §7): endpoints, weights, routes, the gateway, secrets kept
+out. The shared parts (weights, selection, namespaces) are tested here too; the Envoy Gateway front door, the
+default, in test_render_front_door_envoy.py."""
 from __future__ import annotations
 
 import copy
@@ -8,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import deployment, fleet_config
+from builders import deployment, fleet_config, traefik_front_door
 from k8s_validation import validate_object
 from modelplane.api import NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file
@@ -24,7 +26,14 @@ GATEWAY = {"clusterName": "control", "cluster": {"source": "Kind"},
 
 
 def stack_fleet(name: str):
-    return load_fleet(read_stack_file(STACKS / f"Pulumi.{name}.yaml").config)
+    """A shipped stack with its front door on Traefik (the stacks use Envoy Gateway): fallback entries become plain ones."""
+    config = read_stack_file(STACKS / f"Pulumi.{name}.yaml").config
+    traefik_front_door(config["inferenceGateway"])
+    for services in config.get("modelServices", {}).values():
+        for service in services.values():
+            for entry in service["endpoints"]:
+                entry.pop("fallback", None)
+    return load_fleet(config)
 
 
 def fleet_with(**overrides):
@@ -207,7 +216,12 @@ def test_demo_route_splits_evenly_over_both_regions():
 
 
 def test_cloud_route_weights_nine_to_one_with_the_saas_endpoint():
-    fleet = stack_fleet("cloud")
+    config = read_stack_file(STACKS / "Pulumi.cloud.yaml").config
+    traefik_front_door(config["inferenceGateway"])
+    chat = config["modelServices"]["ml-team"]["chat"]["endpoints"]
+    chat[0]["weight"], chat[1]["weight"] = 9, 1
+    del chat[1]["fallback"]
+    fleet = load_fleet(config)
     manifests = fd.render_front_door(fleet, schedule(fleet), {})
     routes = {o["metadata"]["name"]: o for o in manifests.objects if o["kind"] == "HTTPRoute"}
     refs = routes["chat"]["spec"]["rules"][0]["backendRefs"]
@@ -330,6 +344,7 @@ V151 = "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/
 ])
 def test_the_front_doors_gateway_api_crds_follow_the_fleet_wide_version(serving_stack, url):
     config = read_stack_file(STACKS / "Pulumi.demo.yaml").config
+    traefik_front_door(config["inferenceGateway"])
     if serving_stack is not None:
         config["servingStack"] = serving_stack
     # A workload cluster's own block does not move the front door.

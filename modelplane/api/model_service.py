@@ -1,6 +1,7 @@
 """ModelService (one URL over weighted endpoints) and ModelEndpoint (a backend it can route to)."""
 from __future__ import annotations
 
+import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -18,10 +19,34 @@ class EndpointSelector(LabelSelector):
 class ServiceEndpoint(ApiModel):
     weight: int = Field(default=1, ge=1, le=1_000_000)
     selector: EndpointSelector
+    # Fallback endpoints (e.g. a SaaS provider) get traffic only while the service's other endpoints are
+    # unhealthy: "on-prem first, spill to cloud" (front door on Envoy Gateway only).
+    fallback: bool = False
+
+
+def _alias(value: str) -> str:
+    if not ALIAS_PATTERN.fullmatch(value):
+        raise ValueError(f"{shown(value)} is not a model alias: 1-128 characters, letters, digits and '.', '_', ':', "
+                         "'-', starting with a letter or digit (e.g. 'llama-3.1-8b'); no '/', which only the "
+                         "canonical '<namespace>/<service>' names have")
+    return value
+
+
+ALIAS_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+PROVIDER_MODEL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}")
+
+
+def _provider_model(value: str) -> str:
+    if not PROVIDER_MODEL_PATTERN.fullmatch(value):
+        raise ValueError(f"{shown(value)} is not a model name: 1-256 characters, letters, digits and '.', '_', ':', "
+                         "'/', '@', '+', '-', starting with a letter or digit (e.g. 'Qwen/Qwen3-8B')")
+    return value
 
 
 class ModelService(ApiModel):
     endpoints: list[ServiceEndpoint] = Field(min_length=1, max_length=64)
+    # A short name clients may put in the request's `model` besides '<namespace>/<service>'; unique in the fleet.
+    alias: Annotated[str, AfterValidator(_alias)] | None = None
 
 
 def _url_shown(value: str) -> str:
@@ -85,3 +110,6 @@ class ModelEndpoint(ApiModel):
     url: Annotated[str, Field(min_length=1), AfterValidator(_http_url)]
     rewrite_path: Annotated[str, AfterValidator(_absolute_path)] | None = None
     auth: EndpointAuth | None = None
+    # The name this endpoint serves the model under (a provider's own, e.g. 'Qwen/Qwen3-8B'): an Envoy
+    # Gateway front door puts it in the body's `model` of every request it forwards here.
+    model: Annotated[str, AfterValidator(_provider_model)] | None = None

@@ -126,7 +126,7 @@ def _check_gateway(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
     if gateway is None and fleet.model_services and not _is_broken(broken, "inferenceGateway", None):
         first = min(fleet.model_services)
         errors.append(ConfigIssue(("modelServices", first.namespace, first.name), "a ModelService needs the front door: "
-                                  "set modelplane:inferenceGateway (backend Traefik and the cluster it runs on)"))
+                                  "set modelplane:inferenceGateway (the cluster it runs on)"))
 
 
 def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken,
@@ -180,7 +180,30 @@ def _possible_endpoint_labels_match(deployment: ModelDeployment, name: str, clus
     return True
 
 
+def _check_aliases(fleet: Fleet, errors: list[ConfigIssue]) -> None:
+    """A model alias names one service in the whole fleet; fallback tiers need the Envoy Gateway front door."""
+    owners: dict[str, NamespacedName] = {}
+    for key, service in sorted(fleet.model_services.items()):
+        if service.alias is None:
+            continue
+        first = owners.setdefault(service.alias, key)
+        if first != key:
+            errors.append(ConfigIssue(("modelServices", key.namespace, key.name, "alias"),
+                                      f"{shown(service.alias)} is already the alias of {first.namespace}/{first.name}: "
+                                      "a request's `model` must name one service; choose another alias"))
+    gateway = fleet.inference_gateway
+    if gateway is not None and gateway.proxy == "Traefik":
+        for key, service in sorted(fleet.model_services.items()):
+            for i, endpoint in enumerate(service.endpoints):
+                if endpoint.fallback:
+                    errors.append(ConfigIssue(("modelServices", key.namespace, key.name, "endpoints", i, "fallback"),
+                                              "needs the front door on Envoy Gateway (Traefik cannot see a backend's "
+                                              "health): set modelplane:inferenceGateway.backend: EnvoyGateway, or "
+                                              "remove fallback"))
+
+
 def _check_services(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
+    _check_aliases(fleet, errors)
     clusters = set(fleet.inference_clusters)
     unsure = {getattr(name, "namespace", name) for kind, name in broken if kind in ("modelDeployments", "modelEndpoints")}
     for key, service in sorted(fleet.model_services.items()):

@@ -28,6 +28,7 @@ from ..render.secrets import placeholder
 from ..scheduling.result import PlanResult
 from .backends.base import ClusterRequest, GpuPool
 from .components import (
+    GatewayAlias,
     InferenceCluster,
     InferenceGateway,
     ModelCache,
@@ -132,6 +133,10 @@ def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, r
     assert gateway is not None
     parts = front_door_parts(fleet, result, {})
     namespaces = tenant_namespaces(gateway.cluster, parts.namespaces, gateway, gateway.provider)
+    aliases = {name: GatewayAlias(gateway.cluster, name, gateway.provider, infra.clusters[name].serving_stack.address,
+                                  list(gateway.ready), pulumi.ResourceOptions(parent=gateway))
+               for name in parts.gateway_aliases}
+    envoy_front_door = bool(parts.gateway_aliases or parts.endpoint_objects)
     endpoints: dict[str, ModelEndpoint] = {}
     for endpoint in parts.endpoints:
         key = f"{endpoint.namespace}/{endpoint.name}"
@@ -140,12 +145,16 @@ def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, r
         if endpoint.replica is not None:
             depends_on += replicas[key].workloads  # ready: Pulumi awaited them
             address = infra.clusters[endpoint.replica.cluster].serving_stack.address
-        endpoints[key] = ModelEndpoint(endpoint, gateway.cluster, gateway.provider, address, secrets, depends_on)
+            if endpoint.replica.cluster in aliases:
+                depends_on.append(aliases[endpoint.replica.cluster])
+        objects = parts.objects_of(endpoint) if envoy_front_door else None
+        endpoints[key] = ModelEndpoint(endpoint, gateway.cluster, gateway.provider, address, secrets, depends_on,
+                                       objects=objects)
     services: dict[str, ModelService] = {}
-    for key, route in parts.routes.items():
+    for key, objects in parts.routes.items():
         depends_on = [*gateway.ready, namespaces[key.namespace]]
         depends_on += [endpoints[f"{key.namespace}/{name}"] for name in parts.route_endpoints[key]]
         url = gateway.address.apply(lambda address, key=key: service_address(address, key))
-        services[f"{key.namespace}/{key.name}"] = ModelService(key, route, gateway.cluster, gateway.provider, url,
+        services[f"{key.namespace}/{key.name}"] = ModelService(key, objects, gateway.cluster, gateway.provider, url,
                                                                depends_on)
     return endpoints, services

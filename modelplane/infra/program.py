@@ -47,7 +47,10 @@ def previous_placement() -> pulumi.Output[Any]:
     """
     own = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
     # Not `get_output`: it fails when the reference reports no outputs at all rather than an empty map.
-    return pulumi.StackReference(own).outputs.apply(lambda outputs: (outputs or {}).get("placement"))
+    # `outputs` is secret as a whole once any output is (`kubeconfigs`); `placement` is not, and must not
+    # turn the plan and every output derived from it into secrets.
+    placement = pulumi.StackReference(own).outputs.apply(lambda outputs: (outputs or {}).get("placement"))
+    return pulumi.Output.unsecret(placement)
 
 
 def plan(fleet: Fleet, previous: Any) -> PlanResult:
@@ -98,6 +101,11 @@ def run() -> Program:
     pulumi.export("services", service_urls(fleet, infrastructure))
     if infrastructure.gateway is not None:
         pulumi.export("gatewayAddress", infrastructure.gateway.address)
+    # What `modelplane status` reads the live clusters with (a secret: never shown without --show-secrets).
+    kubeconfigs = {name: cluster.kubeconfig for name, cluster in infrastructure.clusters.items()}
+    if infrastructure.gateway is not None:
+        kubeconfigs[infrastructure.gateway.cluster] = infrastructure.gateway.kubeconfig
+    pulumi.export("kubeconfigs", pulumi.Output.secret(kubeconfigs))
     pulumi.export("clusters", {name: {"source": fleet.inference_clusters[name].cluster.source,
                                       "gatewayAddress": cluster.serving_stack.address}
                                for name, cluster in infrastructure.clusters.items()})

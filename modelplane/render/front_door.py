@@ -1,4 +1,8 @@
-"""The front door (spec §7): Traefik on its own cluster, one endpoint per backend, one route per service.
+"""The front door (spec §7): a proxy on its own cluster, one endpoint per backend, one route per service.
+
+The proxy is Envoy Gateway by default (`front_door_envoy`: health checks, retries, fallback tiers,
+routing by the request's `model`), or Traefik as the reference has it (`backend: Traefik`). What
+follows describes the Traefik objects; both share the endpoints, weights and install order.
 
 * `render_inference_gateway` — Traefik (and MetalLB on clusters without a load balancer), the
   `traefik` GatewayClass and the `modelplane` Gateway (§7.3).
@@ -41,7 +45,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, Iterable
 from urllib.parse import urlsplit
@@ -54,6 +58,7 @@ from ..api.references import CLUSTER_LABEL, DEPLOYMENT_LABEL, INDEX_LABEL
 from ..scheduling.names import child_name
 from ..scheduling.result import PlacedReplica, PlanResult
 from . import metallb as lb
+from . import front_door_envoy as envoy
 from .metallb import KIND_NETWORK, metallb
 from .secrets import placeholder
 from .sources import mirror_manifest, mirror_release
@@ -67,8 +72,11 @@ from .types import (
     HelmRelease,
     RemoteManifest,
     collect_placeholders,
+    WORKLOAD_GATEWAY_PORT,
+    endpoint_host,
     gateway_address_placeholder,
     meta,
+    replica_host,
     with_await,
 )
 
@@ -115,16 +123,20 @@ def render_inference_gateway(gateway: InferenceGateway, metallb_pool: str | None
     """
     objects: list[dict[str, Any]] = [namespace(SYSTEM_NAMESPACE)]
     releases: list[HelmRelease] = []
-    if gateway.traefik.load_balancer == "MetalLB":
-        assert gateway.traefik.metallb is not None  # the model requires the block with loadBalancer: MetalLB
-        pool = metallb_pool or gateway.traefik.metallb.address_pool
+    balancing = gateway.load_balancing
+    if balancing.load_balancer == "MetalLB":
+        assert balancing.metallb is not None  # the model requires the block with loadBalancer: MetalLB
+        pool = metallb_pool or balancing.metallb.address_pool
         if not pool:
             raise ValueError(f"the front door on cluster '{gateway.cluster_name}' uses MetalLB but no address pool "
                              "was given (on kind it is carved from the kind network; elsewhere set "
-                             "inferenceGateway.traefik.metallb.addressPool)")
-        metallb_objects, metallb_releases = metallb(pool, gateway.traefik.metallb.version)
+                             "inferenceGateway.<traefik|envoyGateway>.metallb.addressPool)")
+        metallb_objects, metallb_releases = metallb(pool, balancing.metallb.version)
         objects += metallb_objects
         releases += metallb_releases
+    if gateway.proxy == "EnvoyGateway":
+        return objects, releases
+    assert gateway.traefik is not None  # the model requires it with backend Traefik
     releases.append(_traefik(gateway.traefik.version, depends_on=tuple(r.name for r in releases)))
     objects += [
         {
@@ -179,7 +191,19 @@ def release_dependencies(obj: dict[str, Any]) -> tuple[str, ...]:
     group = obj["apiVersion"].rpartition("/")[0]
     if group == "traefik.io":
         return (TRAEFIK_RELEASE,)
+    if group in ("gateway.envoyproxy.io", "gateway.networking.k8s.io"):
+        return (ENVOY_GATEWAY_RELEASE,)  # only present on an Envoy Gateway front door; `waits_for` filters
     return lb.release_dependencies(obj)
+
+
+ENVOY_GATEWAY_RELEASE = "mp-gateway-helm"  # as on the workload clusters
+
+
+def _envoy_gateway(version: str, depends_on: tuple[str, ...]) -> HelmRelease:
+    """Envoy Gateway's chart, which also installs the Gateway API CRDs (as on the workload clusters)."""
+    return HelmRelease(name=ENVOY_GATEWAY_RELEASE, namespace=envoy.ENVOY_GATEWAY_NAMESPACE, chart="gateway-helm",
+                       repository="oci://docker.io/envoyproxy", version=version, values=envoy.envoy_gateway_values(),
+                       depends_on=depends_on)
 
 
 # Releases that need a remote manifest first: Traefik's Gateway provider needs the Gateway API CRDs at start.
@@ -297,6 +321,25 @@ class FrontDoorEndpoint:
         if self.auth is not None:
             out.append(endpoint_auth_middleware(self.namespace, self.name, self.auth))
         return out
+
+    def envoy_objects(self, tiers: frozenset[bool] = frozenset({False})) -> list[dict]:
+        """The endpoint on an Envoy Gateway front door: a Backend per tier it serves in, and a hand-made one's hop.
+
+        `tiers`: whether services use it as primary (False) and/or fallback (True).
+        """
+        if self.replica is not None:
+            cluster = self.replica.cluster
+            fqdn, port, host = envoy.gateway_alias_fqdn(cluster), WORKLOAD_GATEWAY_PORT, \
+                replica_host(self.namespace, self.name)
+            out = []
+        else:
+            target = self.backend
+            fqdn, port, host = envoy.FRONT_DOOR_SERVICE_FQDN, envoy.FRONT_DOOR_PORT, endpoint_host(self.namespace, self.name)
+            out = envoy.hop_objects(self.namespace, self.name, target.host, target.port, target.scheme,
+                                    self.rewrite_path or "/", self.auth, self.labels)
+        backends = [envoy.backend(envoy.fallback_backend_name(self.name) if fallback else self.name, self.namespace,
+                                  fqdn, port, host, fallback, self.labels) for fallback in sorted(tiers)]
+        return backends + out
 
 
 def replica_endpoint(fleet: Fleet, replica: PlacedReplica, gateway_addresses: dict[str, str]) -> FrontDoorEndpoint:
@@ -417,6 +460,7 @@ class RouteBackend:
     service: str  # the endpoint's Service, in the route's namespace
     port: int
     weight: int
+    fallback: bool = False  # from a `fallback: true` entry of the service (Envoy Gateway front door)
     rewrite_path: str | None = None
     host_rewrite: str | None = None
     middleware: str | None = None  # a Traefik Middleware in the route's namespace
@@ -431,16 +475,16 @@ def route_backends(namespace: str, service: ModelService, endpoints: Iterable[Fr
     """
     candidates = sorted((e for e in endpoints if e.namespace == namespace), key=lambda e: e.name)
     taken: set[str] = set()
-    groups: list[tuple[int, list[FrontDoorEndpoint]]] = []
+    groups: list[tuple[int, bool, list[FrontDoorEndpoint]]] = []
     for entry in service.endpoints:
         matched = [e for e in candidates if e.name not in taken and entry.selector.matches(e.labels)]
         taken.update(e.name for e in matched)
-        groups.append((entry.weight, matched))
-    weights = distribute_weights([(weight, len(matched)) for weight, matched in groups])
-    chosen = [e for _, matched in groups for e in matched]
+        groups.append((entry.weight, entry.fallback, matched))
+    weights = distribute_weights([(weight, len(matched)) for weight, _, matched in groups])
+    chosen = [(e, fallback) for _, fallback, matched in groups for e in matched]
     return [RouteBackend(service=e.name, port=e.backend.port, weight=w, rewrite_path=e.rewrite_path,
-                         host_rewrite=e.host_rewrite, middleware=e.middleware)
-            for e, w in zip(chosen, weights)]
+                         host_rewrite=e.host_rewrite, middleware=e.middleware, fallback=fallback)
+            for (e, fallback), w in zip(chosen, weights)]
 
 
 def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> dict[str, Any]:
@@ -496,21 +540,27 @@ def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK) -> ClusterS
     cluster = gateway.cluster_name
     pool = None
     placeholders = []
-    metallb_block = gateway.traefik.metallb
-    if gateway.traefik.load_balancer == "MetalLB" and metallb_block is not None:
+    metallb_block = gateway.load_balancing.metallb
+    if gateway.load_balancing.load_balancer == "MetalLB" and metallb_block is not None:
         pool = metallb_block.address_pool
         if pool is None and gateway.cluster.source == "Kind":
             pool = lb.kind_address_pools(lb.kind_cluster_names(fleet), kind_network)[cluster]
             placeholders.append(lb.pool_placeholder(cluster, pool, kind_network))
     objects, releases = render_inference_gateway(gateway, pool)
     front_door_versions = ServingStack.effective(fleet.serving_stack).versions  # the fleet-wide block
+    envoy_front_door = gateway.proxy == "EnvoyGateway"
+    if envoy_front_door:
+        objects += envoy.front_door_objects(fleet)
+        if gateway.installs("envoyGateway"):
+            releases.append(_envoy_gateway(front_door_versions.envoy_gateway, tuple(r.name for r in releases)))
     # The front door's releases and remote manifests are final here: chart and manifest mirrors
     # (air-gapped sites, `modelplane:mirror`) apply at this point, and nowhere else.
     stack = ClusterStack(cluster=cluster, role="front-door", gateway=FRONT_DOOR_GATEWAY,
                          objects=[with_await(o, FRONT_DOOR_GATEWAY) for o in objects],
                          releases=[mirror_release(r, fleet.mirror) for r in releases],
                          remote_manifests=[mirror_manifest(gateway_api_crds(front_door_versions.gateway_api),
-                                                           fleet.mirror)] if gateway.installs("gatewayApi") else [],
+                                                           fleet.mirror)]
+                         if gateway.installs("gatewayApi") and not envoy_front_door else [],
                          placeholders=placeholders)
     # Install order: what waits for nothing (the releases wait for it), then what a release or manifest serves.
     stack.objects = [o for o in stack.objects if not waits_for(stack, o)] + \
@@ -522,11 +572,15 @@ def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK) -> ClusterS
 class FrontDoorParts:
     """The front door, split the way it is deployed: the gateway, then endpoints, then routes."""
 
-    stack: ClusterStack  # the Gateway API CRDs, Traefik (and MetalLB), the GatewayClass and Gateway
+    stack: ClusterStack  # the proxy (and MetalLB), the GatewayClass and Gateway, the fleet-wide policies
     namespaces: list[dict]  # the tenants' namespaces on the front-door cluster
     endpoints: list[FrontDoorEndpoint]
-    routes: dict[NamespacedName, dict]  # ModelService -> its HTTPRoute
+    routes: dict[NamespacedName, list[dict]]  # ModelService -> its HTTPRoute (and its filters and traffic policy)
     route_endpoints: dict[NamespacedName, list[str]]  # ModelService -> the endpoint names its route uses
+    # Envoy Gateway only: how each endpoint is deployed (its Backends and hop), and each workload
+    # cluster's gateway by name on the front-door cluster (rendered with the address placeholder).
+    endpoint_objects: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
+    gateway_aliases: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def cluster(self) -> str:
@@ -535,9 +589,17 @@ class FrontDoorParts:
     def objects(self) -> list[dict]:
         """Every object of the front-door cluster, in apply order."""
         objects = self.stack.cluster_objects + self.stack.objects + self.namespaces
+        for aliases in self.gateway_aliases.values():
+            objects += aliases
         for endpoint in self.endpoints:
-            objects += endpoint.objects()
-        return objects + list(self.routes.values())
+            objects += self.objects_of(endpoint)
+        return objects + [o for route in self.routes.values() for o in route]
+
+    def objects_of(self, endpoint: FrontDoorEndpoint) -> list[dict]:
+        """What one endpoint deploys on the front-door cluster."""
+        if self.gateway_aliases or self.endpoint_objects:
+            return self.endpoint_objects[(endpoint.namespace, endpoint.name)]
+        return endpoint.objects()
 
     def manifests(self) -> ClusterManifests:
         objects = self.objects()
@@ -558,16 +620,33 @@ def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[s
     """
     stack = front_door_stack(fleet, kind_network)
     endpoints = fleet_endpoints(fleet, result, gateway_addresses)
-    routes: dict[NamespacedName, dict] = {}
+    assert fleet.inference_gateway is not None  # front_door_stack checked
+    envoy_front_door = fleet.inference_gateway.proxy == "EnvoyGateway"
+    routes: dict[NamespacedName, list[dict]] = {}
     route_endpoints: dict[NamespacedName, list[str]] = {}
+    tiers: dict[tuple[str, str], set[bool]] = {}
     for key, service in sorted(fleet.model_services.items()):
         backends = route_backends(key.namespace, service, endpoints)
-        if backends:
-            routes[key] = service_route(key.namespace, key.name, backends)
-            route_endpoints[key] = [b.service for b in backends]
+        if not backends:
+            continue
+        route_endpoints[key] = [b.service for b in backends]
+        for b in backends:
+            tiers.setdefault((key.namespace, b.service), set()).add(b.fallback)
+        if envoy_front_door:
+            routes[key] = envoy.service_objects(key, [(envoy.fallback_backend_name(b.service) if b.fallback
+                                                       else b.service, b.weight) for b in backends])
+        else:
+            routes[key] = [service_route(key.namespace, key.name, backends)]
     used = {e.namespace for e in endpoints} | {key.namespace for key in fleet.model_services}
     namespaces = [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
     parts = FrontDoorParts(stack, namespaces, endpoints, routes, route_endpoints)
+    if envoy_front_door:
+        parts.endpoint_objects = {(e.namespace, e.name): e.envoy_objects(frozenset(tiers.get((e.namespace, e.name),
+                                                                                            {False})))
+                                  for e in endpoints}
+        clusters = sorted(fleet.inference_clusters)  # all, so that a cluster's name does not come and go with replicas
+        parts.gateway_aliases = {c: envoy.gateway_alias_objects(c, gateway_addresses.get(c), WORKLOAD_GATEWAY_PORT)
+                                 for c in clusters}
     check_unique_names(stack.cluster, parts.objects())
     return parts
 

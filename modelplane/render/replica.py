@@ -2,8 +2,9 @@
 
 Per engine a Deployment (Standalone) or a LeaderWorkerSet (Leader + Worker), and a
 ResourceClaimTemplate per claiming member; per replica the routing surface: InferencePool,
-endpoint picker (ServiceAccount, Role, RoleBinding, ConfigMap, Deployment, Service) and the
-HTTPRoute `/<ns>/<replica>/` on the cluster's inference gateway.
+endpoint picker (ServiceAccount, Role, RoleBinding, ConfigMap, Deployment, Service) and two
+HTTPRoutes on the cluster's inference gateway: `/<ns>/<replica>/` (as the reference), and the
+replica's host name (`replica_host`), through which the front door routes and health-checks it.
 
 Objects live in the deployment's own namespace (the reference uses `default`), so same-named
 deployments in two namespaces can never collide on a cluster.
@@ -20,7 +21,7 @@ from ..api.model_deployment import Member as MemberSpec
 from ..api.model_deployment import ModelDeployment
 from ..scheduling.names import child_name
 from ..scheduling.result import EngineAssignment, MemberAssignment, PlacedReplica
-from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, meta
+from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, meta, replica_host
 
 ENGINE_PORT = 8000
 DECODE_PORT = 8001
@@ -251,6 +252,7 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
     pool, epp = f"{name}-pool", f"{name}-epp"
     config = epp_config(deployment)
     checksum = hashlib.sha256(config.encode()).hexdigest()
+    pool_ref = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": pool}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(epp, ns, labels)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(epp, ns, labels), "rules": [
@@ -287,6 +289,17 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
                        "timeouts": {"request": "0s"},
                        "filters": [{"type": "URLRewrite", "urlRewrite": {
                            "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
-                       "backendRefs": [{"group": "inference.networking.k8s.io", "kind": "InferencePool",
-                                        "name": pool}]}]}},
+                       "backendRefs": [pool_ref]}]}},
+        # The same replica by host name, paths as they are: how the Envoy Gateway front door reaches it and
+        # probes its /health (one Envoy cluster per service cannot give each backend its own path).
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(host_route_name(name), ns, labels),
+         "spec": {"parentRefs": [{"name": WORKLOAD_GATEWAY, "namespace": SYSTEM_NAMESPACE}],
+                  "hostnames": [replica_host(ns, name)],
+                  "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "timeouts": {"request": "0s"},
+                             "backendRefs": [pool_ref]}]}},
     ]
+
+
+def host_route_name(replica: str) -> str:
+    """The replica's HTTPRoute by host name (`replica_host`) on its workload cluster's gateway."""
+    return child_name(replica, "host")

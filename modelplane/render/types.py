@@ -10,8 +10,35 @@ from .secrets import PLACEHOLDER as SECRET_PLACEHOLDER
 
 SYSTEM_NAMESPACE = "modelplane-system"
 WORKLOAD_GATEWAY = "inference-gateway"  # the Envoy Gateway on every workload cluster
-FRONT_DOOR_GATEWAY = "modelplane"  # the Traefik Gateway on the front-door cluster
+WORKLOAD_GATEWAY_PORT = 80  # where the front door reaches it (servingStack.gateway's default `http` listener)
+FRONT_DOOR_GATEWAY = "modelplane"  # the Gateway on the front-door cluster
 MANAGED_BY = {"app.kubernetes.io/managed-by": "modelplane"}
+# --- how the front door names and reaches what it routes to (the contract with the workload clusters) ---
+# The front door (Envoy Gateway) keeps every backend of a service in one Envoy cluster, so that health
+# checks, ejection, retries and fallback work across them; a backend then cannot carry its own path.
+# Each replica is instead known to its workload cluster's gateway by a virtual host name, sent as the
+# Host header of both traffic and health checks. It is never resolved in DNS.
+REPLICA_HOST_SUFFIX = "replica.modelplane.internal"
+ENDPOINT_HOST_SUFFIX = "endpoint.modelplane.internal"  # a hand-made endpoint's hop on the front door itself
+HEALTH_PATH = "/health"  # what the front door probes on every backend (vLLM, SGLang, TGI and the mock answer it)
+MODEL_HEADER = "x-modelplane-model"  # set from the request body's `model` by the front door's model router
+
+
+def replica_host(namespace: str, replica: str) -> str:
+    """The Host a replica answers on its workload cluster's gateway, e.g. `mock-demo-be445.ml-team.replica.modelplane.internal`."""
+    return f"{replica}.{namespace}.{REPLICA_HOST_SUFFIX}"
+
+
+def endpoint_host(namespace: str, endpoint: str) -> str:
+    """The Host of a hand-made endpoint's hop route on the front door."""
+    return f"{endpoint}.{namespace}.{ENDPOINT_HOST_SUFFIX}"
+
+
+def model_name(namespace: str, service: str) -> str:
+    """A ModelService's name in the request body's `model` field: `<namespace>/<service>`."""
+    return f"{namespace}/{service}"
+
+
 # A replica's workloads: applied after the replica's other objects, and awaited until available.
 WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
 

@@ -44,6 +44,9 @@ PINS_FILE = REPO / "tests" / "upstream-crds.toml"
 GATEWAY_API = ("gateway-api/gateway.networking.k8s.io_gatewayclasses.yaml",
                "gateway-api/gateway.networking.k8s.io_gateways.yaml",
                "gateway-api/gateway.networking.k8s.io_httproutes.yaml")
+ENVOY_GATEWAY = tuple(f"envoy-gateway/gateway.envoyproxy.io_{kinds}.yaml" for kinds in (
+    "envoyproxies", "backends", "backendtrafficpolicies", "clienttrafficpolicies", "envoyextensionpolicies",
+    "httproutefilters"))
 INFERENCE_EXTENSION = ("gateway-api-inference-extension/inference.networking.k8s.io_inferencepools.yaml",
                        "gateway-api-inference-extension/inference.networking.x-k8s.io_inferenceobjectives.yaml")
 
@@ -66,10 +69,12 @@ CHARTS: dict[str, ChartPlan] = {
     "cert-manager": ChartPlan(not_covered=(
         "No cert-manager controller, webhook or CRDs (Certificate, Issuer, ...): the program creates none of its "
         "kinds, but nothing issues the dra-example-driver webhook certificate either.")),
-    "gateway-helm": ChartPlan(crds=(*GATEWAY_API, "envoy-gateway/gateway.envoyproxy.io_envoyproxies.yaml"), not_covered=(
+    "gateway-helm": ChartPlan(crds=(*GATEWAY_API, *ENVOY_GATEWAY), not_covered=(
         "No Envoy Gateway controller or proxies, and of its CRDs only GatewayClass/Gateway/HTTPRoute (standard, "
-        "pinned v1.6.1) and EnvoyProxy: nothing programs the Gateway or sets its address, and the values "
-        "(extension manager hooks, Backend API) are ignored.")),
+        "pinned v1.6.1) and the Envoy Gateway kinds modelplane creates (EnvoyProxy; Backend, BackendTrafficPolicy, "
+        "ClientTrafficPolicy, EnvoyExtensionPolicy, HTTPRouteFilter at v1.8.1): nothing programs a Gateway, sets its "
+        "address or probes a backend, and the values (extension manager hooks, Backend API) are ignored. What Envoy "
+        "Gateway makes of the front door's objects is checked by its own translator (egctl) instead.")),
     "ai-gateway-crds-helm": ChartPlan(crds=("ai-gateway/aigateway.envoyproxy.io_aigatewayroutes.yaml",),
                                       crds_as_templates=True, not_covered=(
         "Only the AIGatewayRoute CRD (pinned v1.1.0), not AIServiceBackend, BackendSecurityPolicy and the rest; "

@@ -8,6 +8,7 @@ outputs, never through our own plan alone. Exit status 1 when any check fails; a
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import subprocess
 import sys
@@ -29,6 +30,8 @@ from .kube_api import ApiError, KubeApi, object_path
 from .kubelet import FakeKubelet, node_groups
 from .pulumi_cli import STACK, PulumiProject, Run
 from . import selector_cases
+from .front_door_xds import TranslateError, expected_from, front_door_problems, translate
+from .status_checks import status_matches_the_fleet, status_reports_a_stopped_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = Path(__file__).with_name("Pulumi.e2e.yaml")
@@ -41,6 +44,7 @@ RUNBOOK_FORGET_RELEASES = (
     'pulumi stack --stack <stack> --show-urns | grep -o "urn:pulumi:[^ ]*helm.sh/v3:Release::<cluster>/[^ ]*" |\n'
     '  while read -r urn; do pulumi state delete --stack <stack> --yes --target-dependents "$urn" || true; done')
 POOL_LABEL = "modelplane.ai/pool"
+SAAS_TOKEN = "sk-e2e-saas-token-must-stay-secret"  # the hand-made endpoint's credential (only in a Secret on the cluster)
 
 
 @dataclass
@@ -138,7 +142,8 @@ class Scenario:
         started = time.monotonic()
         self.control_planes.start()
         self.report.note(f"{len(self.cluster_names)} control planes ready in {time.monotonic() - started:.1f} s")
-        self._install_gateway_api(self.api(self.gateway_cluster))
+        if "gatewayApi" in (self.fleet.inference_gateway.preinstalled if self.fleet.inference_gateway else []):
+            self._install_gateway_api(self.api(self.gateway_cluster))
         for cluster in self.cluster_names:
             kubelet = FakeKubelet(self.api(cluster), cluster, node_groups(self.fleet, cluster))
             kubelet.start()
@@ -169,6 +174,10 @@ class Scenario:
         for cluster in config["modelplane:inferenceClusters"].values():
             cluster["cluster"]["existing"].pop("kubeconfig")
         config["modelplane:inferenceGateway"]["cluster"]["existing"].pop("kubeconfig")
+        for endpoints in config.get("modelplane:modelEndpoints", {}).values():
+            for endpoint in endpoints.values():
+                if "auth" in endpoint:
+                    endpoint["auth"].pop("token")
         config["modelplane:mirror"] = mirror_config(self.work / "mirror")
         self.project.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
         self.project.install_provider(kubernetes_sdk_version())
@@ -182,6 +191,10 @@ class Scenario:
                                    stdin=self.control_planes.endpoints[cluster].kubeconfig)
             if not run.ok:
                 raise RuntimeError(f"pulumi config set {key} failed: {run.tail()}")
+        key = "modelplane:modelEndpoints.ml-team.saas.auth.token"
+        run = self.project.run("config", "set", "--secret", "--path", "--stack", STACK, key, stdin=SAAS_TOKEN)
+        if not run.ok:
+            raise RuntimeError(f"pulumi config set {key} failed: {run.tail()}")
 
     def close(self) -> None:
         for kubelet in self.kubelets.values():
@@ -189,6 +202,27 @@ class Scenario:
         self.control_planes.close()
 
     # --- the checks ------------------------------------------------------------------------------
+    def envoy_makes_the_front_door_promised(self, name: str) -> None:
+        """Envoy Gateway's own translator (egctl) on the rendered front door: every object accepted, and each
+        service one Envoy cluster with health checks, ejection, one retry on another host and its fallback tier."""
+        folder = self.work / "render" / name / self.gateway_cluster
+        objects = [yaml.safe_load(path.read_text()) for path in sorted(folder.glob("[0-9]*.yaml"))]
+        for obj in objects:  # egctl reads a Secret's `data` only; the value is the render's placeholder
+            if obj["kind"] == "Secret" and "stringData" in obj:
+                obj["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in obj.pop("stringData").items()}
+        try:
+            translation = translate(objects, self.bin_dir / "egctl")
+        except TranslateError as error:
+            self.report.check("Envoy Gateway's translator accepts the front door as promised", False, _short(str(error)))
+            return
+        expected = expected_from(objects)
+        problems = front_door_problems(translation, expected)
+        self.report.check("Envoy Gateway's translator accepts the front door as promised (egctl v1.8.1)", not problems,
+                          "; ".join(problems[:5]) if problems else
+                          f"{len(expected.service_rules)} service rules, each one Envoy cluster with active and passive "
+                          "health checks, one retry on another host, fallback at priority 1; the model router on "
+                          "every route")
+
     def preview_shows_the_plan(self, rendered: Rendered, plan: dict) -> None:
         run = self.engine("pulumi preview (first)", "preview")
         if not self.report.check("preview succeeds", run.result.get("ok"), _engine_error(run)):
@@ -291,6 +325,7 @@ class Scenario:
         leaks = [f"{c}: {what}" for c, e in self.control_planes.endpoints.items()
                  for what, value in (("token", e.token), ("kubeconfig", e.kubeconfig.strip()), ("server", e.server))
                  if value in text and what != "server"]
+        leaks += ["the SaaS endpoint's token"] if SAAS_TOKEN in text else []
         ciphertexts = text.count('"ciphertext"')
         self.report.check("the state file holds no kubeconfig or token in clear", not leaks and ciphertexts > 0,
                           f"leaked: {leaks}" if leaks else f"{ciphertexts} secret values stored encrypted")
@@ -382,6 +417,8 @@ class Scenario:
         lost = self.LOST
         before = self._urns_of(lost)
         self.control_planes.stop_cluster(lost)
+        self.report.check(*status_reports_a_stopped_cluster(self.project, self.control_planes.endpoints,
+                                                            self.venv / "bin" / "python", lost))
         for op in ("preview", "up", "refresh"):
             run = self.engine(f"pulumi {op} ({lost} stopped)", op)
             self._stops_naming(op, run, lost)
@@ -486,10 +523,13 @@ class Scenario:
             self.start()
             plan = self.plan()
             rendered = self.render("first")
+            self.envoy_makes_the_front_door_promised("first")
             self.preview_shows_the_plan(rendered, plan)
             if self.up_creates_everything(rendered):
                 self.second_up_changes_nothing()
                 self.dra_allocation(plan)
+                self.report.check(*status_matches_the_fleet(self.project, self.control_planes.endpoints,
+                                                            self.venv / "bin" / "python"))
                 self.secrets_stay_secret()
                 self.selectors_agree()
                 self.drain_story()

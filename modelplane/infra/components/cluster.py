@@ -9,7 +9,7 @@ from ...render.types import ClusterStack
 from .. import backends
 from ..backends.base import ClusterRequest
 from ..kube import apply_object, resource_name
-from .common import apply_objects, children, cluster_provider, component_type, deployed_values
+from .common import apply_objects, children, cluster_provider, component_type, deployed_values, selected_kubeconfig
 from .serving_stack import ServingStack
 
 
@@ -28,6 +28,7 @@ class InferenceCluster(pulumi.ComponentResource):
         self.name = request.name
         access = backends.provision(request, self)
         self.provider = cluster_provider(request.name, access, self)
+        self.kubeconfig = selected_kubeconfig(access)
         values = deployed_values(stack, access)
         apply_objects(request.name, stack.cluster_objects, children(self, self.provider), replacements=values)
         self.serving_stack = ServingStack(stack, self.provider, values, opts=pulumi.ResourceOptions(parent=self))

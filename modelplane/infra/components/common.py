@@ -6,6 +6,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from ...render.fleet import release_waits_for, waits_for
 from ...render.types import ClusterStack, HelmRelease
@@ -28,6 +29,20 @@ def cluster_provider(cluster: str, access: ClusterAccess, parent: pulumi.Resourc
     """
     return k8s.Provider(cluster, kubeconfig=access.kubeconfig, context=access.context,
                         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(access.ready)))
+
+
+def selected_kubeconfig(access: ClusterAccess) -> pulumi.Output[str]:
+    """The cluster's kubeconfig with its context selected (`current-context`), as `modelplane status` reads it. Secret."""
+    if access.context is None:
+        return access.kubeconfig
+    return pulumi.Output.secret(access.kubeconfig.apply(lambda text: _with_context(text, access.context)))
+
+
+def _with_context(text: str, context: str | None) -> str:
+    config = yaml.safe_load(text) if text else None
+    if not isinstance(config, dict):
+        return text
+    return yaml.safe_dump({**config, "current-context": context}, sort_keys=False)
 
 
 def install_releases(cluster: str, releases: Iterable[HelmRelease], opts: pulumi.ResourceOptions,

@@ -7,14 +7,16 @@ from typing import Any, Mapping
 import pulumi
 
 from ...render.front_door import FrontDoorEndpoint
-from ...render.types import gateway_address_placeholder
+from ...render.front_door_envoy import gateway_alias_objects
+from ...render.types import WORKLOAD_GATEWAY_PORT, gateway_address_placeholder
 from ..kube import apply_object, resource_name, substitute
 from .common import children, component_type
 from .replica import component_name
 
 
 class ModelEndpoint(pulumi.ComponentResource):
-    """A selectorless Service and its EndpointSlice (plus the auth Middleware of a hand-made endpoint).
+    """A backend on the front door: Envoy Gateway Backends (plus a hand-made endpoint's hop), or with
+    Traefik a selectorless Service and its EndpointSlice (plus the auth Middleware of a hand-made endpoint).
 
     A replica's endpoint points at its workload cluster's Gateway, whose address is known only once
     that Gateway is programmed: the objects are rendered again with the real address (an IP gives
@@ -24,14 +26,16 @@ class ModelEndpoint(pulumi.ComponentResource):
 
     def __init__(self, endpoint: FrontDoorEndpoint, cluster: str, provider: pulumi.ProviderResource,
                  gateway_address: pulumi.Output[str] | None, secrets: Mapping[str, pulumi.Input[str]],
-                 depends_on: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+                 depends_on: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None,
+                 objects: list[dict[str, Any]] | None = None) -> None:
         super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None,
                          opts)
         child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
-        templates = endpoint.objects()
+        # `objects`: an Envoy Gateway front door's Backends, which name the cluster's gateway, not its address.
+        templates = objects if objects is not None else endpoint.objects()
         url: pulumi.Input[str] = endpoint.url
         actual: pulumi.Output[list[dict[str, Any]]] | None = None
-        if endpoint.replica is not None and gateway_address is not None:
+        if endpoint.replica is not None and gateway_address is not None and objects is None:
             placeholder = gateway_address_placeholder(endpoint.replica.cluster)
             url = gateway_address.apply(lambda address: endpoint.url.replace(placeholder, _known(address, endpoint)))
             actual = url.apply(lambda real: dataclasses.replace(endpoint, url=real).objects())
@@ -62,3 +66,23 @@ def _late_fields(template: dict[str, Any], actual: pulumi.Output[list[dict[str, 
         if key not in out:
             out[key] = actual.apply(lambda objects, key=key: objects[i][key])
     return out
+
+
+class GatewayAlias(pulumi.ComponentResource):
+    """A workload cluster's gateway by name on the front-door cluster (`render.front_door_envoy.gateway_alias_objects`).
+
+    Rendered again with the gateway's address once it is known: an IP gives a headless Service and
+    its EndpointSlice, a load balancer's host name an ExternalName Service.
+    """
+
+    def __init__(self, cluster: str, workload_cluster: str, provider: pulumi.ProviderResource,
+                 gateway_address: pulumi.Output[str], depends_on: list[pulumi.Resource],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(component_type("GatewayAlias"), workload_cluster, None, opts)
+        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        templates = gateway_alias_objects(workload_cluster, None, WORKLOAD_GATEWAY_PORT)
+        actual = gateway_address.apply(
+            lambda address: gateway_alias_objects(workload_cluster, address or None, WORKLOAD_GATEWAY_PORT))
+        self.resources = [apply_object(resource_name(cluster, template), _late_fields(template, actual, i), child)
+                          for i, template in enumerate(templates)]
+        self.register_outputs({})

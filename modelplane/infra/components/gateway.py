@@ -1,4 +1,4 @@
-"""InferenceGateway: the front door's cluster, Traefik, and the Gateway every ModelService route attaches to."""
+"""InferenceGateway: the front door's cluster, its proxy, and the Gateway every ModelService route attaches to."""
 from __future__ import annotations
 
 import pulumi
@@ -6,15 +6,15 @@ import pulumi
 from ...render.types import ClusterStack
 from .. import backends
 from ..backends.base import ClusterRequest
-from .common import children, cluster_provider, component_type, deployed_values, install_stack
+from .common import children, cluster_provider, component_type, deployed_values, install_stack, selected_kubeconfig
 
 
 class InferenceGateway(pulumi.ComponentResource):
     """The front door: one address for every ModelService (`http://<address>/<ns>/<service>`).
 
     Its cluster, provisioned by its backend, and the rendered stack (`render.front_door.front_door_stack`):
-    the Gateway API CRDs, MetalLB where asked, Traefik, the `modelplane` Gateway. `ready` is what
-    endpoints and routes wait for (the Gateway API CRDs and Traefik, whose CRDs the auth Middlewares use).
+    MetalLB where asked, the proxy (Envoy Gateway, or the Gateway API CRDs and Traefik), the `modelplane`
+    Gateway and the fleet-wide policies. `ready` is what endpoints and routes wait for (the CRDs they use).
     """
 
     def __init__(self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -23,6 +23,7 @@ class InferenceGateway(pulumi.ComponentResource):
         self.cluster = name
         access = backends.provision(request, self)
         self.provider = cluster_provider(name, access, self)
+        self.kubeconfig = selected_kubeconfig(access)
         installed = install_stack(stack, children(self, self.provider), deployed_values(stack, access))
         self.address: pulumi.Output[str] = installed.address
         self.ready: list[pulumi.Resource] = installed.ready

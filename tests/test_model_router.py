@@ -1,0 +1,426 @@
+"""The front door's Lua model router, run in a real LuaJIT 2.1 (as Envoy runs it) against a fake handle."""
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from lupa import LuaError, luajit21
+
+from modelplane.render.model_router import MODEL_PATHS, model_router_lua, models_list_body
+from modelplane.render.types import MODEL_HEADER
+
+MODELS = {
+    "ml-team/mock": "ml-team/mock",
+    "llama-3-8b": "ml-team/mock",
+    "research/qwen": "research/qwen",
+    "qwen@2.5:latest": "research/qwen",
+    "org_x/emb.v1": "org_x/emb.v1",
+}
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+
+
+# --- a fake of Envoy's stream handle (lupa drops the Lua `self` that `handle:f()` passes) -------------
+
+class FakeBuffer:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def length(self):
+        return len(self.data)
+
+    def setBytes(self, data):
+        self.data = bytes(data)
+
+    def getBytes(self, index, length):
+        index, length = int(index), int(length)
+        if index < 0 or index + length > len(self.data):
+            raise IndexError("index + length must not exceed the buffer")  # Envoy raises a Lua error too
+        return self.data[index:index + length]
+
+
+class FakeHeaders:
+    def __init__(self, headers: dict[str, str]):
+        self.values = {k.encode(): v.encode() for k, v in headers.items()}
+
+    def get(self, key):
+        return self.values.get(key)
+
+    def replace(self, key, value):
+        self.values[key] = value
+
+    def remove(self, key):
+        self.values.pop(key, None)
+
+    def text(self, key: str) -> str | None:
+        value = self.values.get(key.encode())
+        return None if value is None else value.decode()
+
+
+class FakeHandle:
+    def __init__(self, path: str, method: str = "POST", body: bytes | None = None, headers=None):
+        self.headers_ = FakeHeaders({":path": path, ":method": method, **(headers or {})})
+        self.buffer = None if body is None else FakeBuffer(body)
+        self.body_read = False
+        self.route_cleared = False
+        self.response = None  # (headers, body) once the script answered
+
+    def headers(self):
+        return self.headers_
+
+    def body(self):
+        self.body_read = True
+        return self.buffer
+
+    def respond(self, headers, body):
+        assert self.response is None, "respond called twice"
+        self.response = ({k.decode(): v.decode() for k, v in headers.items()}, body)
+
+    def clearRouteCache(self):
+        self.route_cleared = True
+
+    def logDebug(self, _msg):
+        pass
+
+    logInfo = logWarn = logDebug
+
+
+def load(models, endpoint_models=None) -> object:
+    """`envoy_on_request` of a fresh LuaJIT running the script; strings cross as bytes, as in Envoy."""
+    lua = luajit21.LuaRuntime(encoding=None, unpack_returned_tuples=True)
+    lua.execute(model_router_lua(models, endpoint_models).encode())
+    return lua.globals().envoy_on_request
+
+
+ON_REQUEST = load(MODELS)
+
+
+def run(path=CHAT, body=None, method="POST", headers=None, on_request=ON_REQUEST) -> FakeHandle:
+    handle = FakeHandle(path, method, body.encode() if isinstance(body, str) else body, headers)
+    on_request(handle)
+    return handle
+
+
+def outcome(handle: FakeHandle):
+    """What the request became: routed to a canonical name, answered, or left alone."""
+    if handle.response is not None:
+        headers, body = handle.response
+        assert headers["content-type"] == "application/json"
+        assert not handle.route_cleared
+        return "respond", int(headers[":status"]), json.loads(body)  # always valid JSON
+    if handle.route_cleared:
+        return "route", handle.headers_.text(MODEL_HEADER)
+    return "untouched", handle.headers_.text(MODEL_HEADER)
+
+
+def openai_error(code: str, message: str) -> dict:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "model", "code": code}}
+
+
+def openai_404(name: str) -> dict:
+    return openai_error("model_not_found", f"The model `{name}` does not exist or is not served by this front door")
+
+
+def anthropic_404(name: str) -> dict:
+    return {"type": "error", "error": {"type": "not_found_error",
+                                       "message": f"model: {name} is not served by this front door"}}
+
+
+def is_400(result, anthropic: bool = False) -> bool:
+    if result[:2] != ("respond", 400):
+        return False
+    error = result[2]["error"]
+    if anthropic:
+        return result[2]["type"] == "error" and error["type"] == "invalid_request_error" and "model" in error["message"]
+    return error["type"] == "invalid_request_error" and error["param"] == "model" and error["code"] == "missing_model"
+
+
+# --- table-driven behaviour ------------------------------------------------------------------------
+
+ROUTED = [
+    ("canonical", CHAT, '{"model":"ml-team/mock","messages":[]}', "ml-team/mock"),
+    ("alias", CHAT, '{"model":"llama-3-8b"}', "ml-team/mock"),
+    ("alias with @ and :", "/v1/completions", '{"model":"qwen@2.5:latest","prompt":"hi"}', "research/qwen"),
+    ("embeddings", "/v1/embeddings", '{"input":["a"],"model":"org_x/emb.v1"}', "org_x/emb.v1"),
+    ("anthropic messages", MESSAGES, '{"model":"research/qwen","max_tokens":5}', "research/qwen"),
+    ("nested model keys come first", CHAT,
+     '{"metadata":{"model":"x"},"tools":[{"model":"y"}],"model":"ml-team/mock"}', "ml-team/mock"),
+    ("a quoted \\\"model\\\": inside another string", CHAT,
+     '{"messages":[{"content":"say \\"model\\": \\"x\\" {[\\\\"}],"model":"llama-3-8b"}', "ml-team/mock"),
+    ("a key ending in model", CHAT, '{"notmodel":"x","model":"llama-3-8b"}', "ml-team/mock"),
+    ("whitespace and newlines", CHAT, ' \r\n{ \n\t"model" \n:\t "ml-team/mock" \n} \n', "ml-team/mock"),
+    ("unicode in other fields", CHAT,
+     '{"messages":[{"content":"héllo \\u00e9 \\ud83d\\ude00 😀"}],"model":"research/qwen"}', "research/qwen"),
+    ("escaped slash and \\u in the name", CHAT, '{"model":"ml-team\\/m\\u006fck"}', "ml-team/mock"),
+    ("escaped key", CHAT, '{"mod\\u0065l":"llama-3-8b"}', "ml-team/mock"),
+    ("numbers, literals and empty containers first", CHAT,
+     '{"n":-1.5e+3,"t":true,"f":false,"z":null,"o":{},"a":[],"model":"llama-3-8b"}', "ml-team/mock"),
+    ("the first top-level model wins", CHAT, '{"model":"llama-3-8b","model":"research/qwen"}', "ml-team/mock"),
+    ("query string on the path", CHAT + "?api-version=2024-10-21", '{"model":"llama-3-8b"}', "ml-team/mock"),
+    ("invalid JSON after the model does not matter", CHAT, '{"model":"llama-3-8b", oops', "ml-team/mock"),
+]
+
+
+@pytest.mark.parametrize("path, body, canonical", [case[1:] for case in ROUTED], ids=[case[0] for case in ROUTED])
+def test_routes_by_the_top_level_model(path, body, canonical):
+    handle = run(path, body)
+    assert outcome(handle) == ("route", canonical)
+    assert handle.body_read
+
+
+NOT_FOUND = [
+    ("plain", "gpt-4o"),
+    ("quotes and backslashes", 'we"ird\\name'),
+    ("a canonical name in another case", "ML-TEAM/MOCK"),
+    ("json and lua delimiters", '"}]]--[==['),
+]
+
+
+@pytest.mark.parametrize("name", [case[1] for case in NOT_FOUND], ids=[case[0] for case in NOT_FOUND])
+@pytest.mark.parametrize("path, expected", [(CHAT, openai_404), ("/v1/embeddings", openai_404),
+                                            (MESSAGES, anthropic_404)])
+def test_an_unknown_model_is_404_in_the_apis_own_shape(name, path, expected):
+    handle = run(path, json.dumps({"messages": [], "model": name}))
+    assert outcome(handle) == ("respond", 404, expected(name))
+    assert handle.headers_.text(MODEL_HEADER) is None
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ('"tab\\there"', "tab\there"),  # control characters come back escaped, still valid JSON
+    ('"caf\\u00e9"', "caf\\u00e9"),  # not decoded (names are ASCII): shown as sent
+    ('"café"', "caf\ufffd\ufffd"),  # bytes beyond ASCII need not be UTF-8: replaced
+    ('"' + "x" * 500 + '"', "x" * 200),  # not a whole body echoed back
+])
+def test_the_echoed_name_stays_valid_json(raw, shown):
+    assert outcome(run(CHAT, '{"model":' + raw + "}")) == ("respond", 404, openai_404(shown))
+
+
+BAD_REQUEST = [
+    ("no body", None),
+    ("empty body", ""),
+    ("not JSON", "model=ml-team/mock"),
+    ("a JSON array", '["model","ml-team/mock"]'),
+    ("a JSON string", '"ml-team/mock"'),
+    ("no model", '{"messages":[]}'),
+    ("only nested models", '{"metadata":{"model":"ml-team/mock"},"x":[{"model":"ml-team/mock"}]}'),
+    ("model is a number", '{"model":7}'),
+    ("model is null", '{"model":null}'),
+    ("model is an object", '{"model":{"name":"ml-team/mock"}}'),
+    ("model is an empty string", '{"model":""}'),
+    ("the first model is not a string", '{"model":["ml-team/mock"],"model":"ml-team/mock"}'),
+    ("truncated before the model", '{"messages":[{"content":"hi'),
+    ("unterminated model", '{"model":"ml-team/mock'),
+    ("missing colon", '{"model" "ml-team/mock"}'),
+    ("missing comma", '{"a":1 "model":"ml-team/mock"}'),
+]
+
+
+@pytest.mark.parametrize("body", [case[1] for case in BAD_REQUEST], ids=[case[0] for case in BAD_REQUEST])
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+def test_a_request_without_a_top_level_model_string_is_400(body, path):
+    result = outcome(run(path, body))
+    assert is_400(result, anthropic=path == MESSAGES), result
+    assert "GET /v1/models" in result[2]["error"]["message"]
+
+
+@pytest.mark.parametrize("path, method", [
+    ("/v1/models", "GET"),
+    (CHAT, "GET"),
+    (CHAT, "OPTIONS"),
+    ("/v1/chat/completions/", "POST"),
+    ("/v1/chat", "POST"),
+    ("/V1/CHAT/COMPLETIONS", "POST"),
+    ("/health", "POST"),
+    ("/ml-team/mock/v1/chat/completions", "POST"),
+])
+def test_other_paths_and_methods_are_untouched(path, method):
+    handle = run(path, '{"model":"gpt-4o"}', method, headers={MODEL_HEADER: "whatever"})
+    assert outcome(handle) == ("untouched", "whatever")
+    assert not handle.body_read
+
+
+@pytest.mark.parametrize("path", MODEL_PATHS)
+def test_a_known_canonical_header_is_kept_without_reading_the_body(path):
+    handle = run(path, '{"model":"gpt-4o"}', headers={MODEL_HEADER: "research/qwen"})
+    assert outcome(handle) == ("untouched", "research/qwen")
+    assert not handle.body_read
+
+
+@pytest.mark.parametrize("value", ["llama-3-8b", "gpt-4o", "", "ml-team/mock,research/qwen", "ML-TEAM/MOCK"])
+def test_any_other_header_value_is_replaced_from_the_body(value):
+    # an alias is not canonical either: the header is only ever trusted with what the router itself sets
+    handle = run(CHAT, '{"model":"research/qwen"}', headers={MODEL_HEADER: value})
+    assert outcome(handle) == ("route", "research/qwen")
+    assert handle.body_read
+    handle = run(CHAT, '{"model":"gpt-4o"}', headers={MODEL_HEADER: value})
+    assert outcome(handle)[:2] == ("respond", 404)
+
+
+# --- the generated script --------------------------------------------------------------------------
+
+def test_the_script_is_deterministic_and_sorted():
+    reversed_models = dict(reversed(list(MODELS.items())))
+    script = model_router_lua(MODELS)
+    assert script == model_router_lua(reversed_models)
+    positions = [script.index(f'["{name}"]') for name in sorted(MODELS)]
+    assert positions == sorted(positions)
+    assert f'"{MODEL_HEADER}"' in script
+
+
+def test_no_models_answers_404():
+    assert outcome(run(CHAT, '{"model":"ml-team/mock"}', on_request=load({}))) == (
+        "respond", 404, openai_404("ml-team/mock"))
+
+
+HOSTILE = ['a"b', "a]]b", "a]=]b", "x\\", '"', "]]", "a\\\"b", "--[[", "\\u0041", "a'b", "%s%d", "a\x00b",
+           "new\nline", "é/ü", "a\\092b", "a\\\n"]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_names_cannot_break_out_of_the_script(name):
+    models = {name: name, f"alias-{name}": name, "ml-team/mock": "ml-team/mock"}
+    on_request = load(models)
+    for sent, canonical in [(name, name), (f"alias-{name}", name), ("ml-team/mock", "ml-team/mock")]:
+        handle = run(CHAT, json.dumps({"model": sent}, ensure_ascii=False), on_request=on_request)
+        routed = outcome(handle)
+        if all(" " <= c <= "~" for c in sent):  # names are printable ASCII: those must map exactly
+            assert routed == ("route", canonical)
+        else:  # others may not match, but must never break the script
+            assert routed[0] in ("route", "respond")
+    # the header check reads the embedded canonical names back byte for byte
+    assert outcome(run(CHAT, "{}", headers={MODEL_HEADER: name}, on_request=on_request)) == ("untouched", name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(), st.text(), max_size=4))
+def test_any_name_table_loads_and_maps_its_printable_names(models):
+    on_request = load(models)
+    for name, canonical in models.items():
+        if name and all(" " <= c <= "~" for c in name):
+            assert outcome(run(CHAT, json.dumps({"model": name}), on_request=on_request)) == ("route", canonical)
+
+
+# --- properties ------------------------------------------------------------------------------------
+
+json_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]))
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | json_text | st.sampled_from(['"model": "x"', '\\"model\\":', "{[", "]}", "\\"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(json_text | st.just("model"), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@st.composite
+def request_bodies(draw, names=st.sampled_from(sorted(MODELS))):
+    """A JSON object with a top-level `model` somewhere among random other members, dumped in a random style."""
+    name = draw(names)
+    others = list(draw(st.dictionaries(json_text.filter(lambda k: k != "model"), json_values, max_size=5)).items())
+    others.insert(draw(st.integers(0, len(others))), ("model", name))
+    body = json.dumps(dict(others), ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 0, 2])),
+                      separators=draw(st.sampled_from([None, (",", ":"), (" , ", " : ")])))
+    return name, body
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(request_bodies(), st.sampled_from(MODEL_PATHS))
+def test_the_router_picks_what_json_loads_picks(request, path):
+    name, body = request
+    assert json.loads(body)["model"] == name
+    assert outcome(run(path, body)) == ("route", MODELS[name])
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_text)
+def test_any_unknown_name_is_echoed_in_valid_json(name):
+    result = outcome(run(CHAT, json.dumps({"model": name})))
+    if name in MODELS:
+        assert result == ("route", MODELS[name])
+    elif name == "":
+        assert is_400(result)
+    else:
+        assert result[:2] == ("respond", 404)
+        if all(" " <= c <= "~" for c in name) and len(name) <= 200:
+            assert result[2] == openai_404(name)
+
+
+def _outcome_is_sane(handle: FakeHandle):
+    result = outcome(handle)
+    assert result[0] == "route" and result[1] in MODELS.values() or result[0] == "respond" and result[1] in (400, 404)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from(MODEL_PATHS))
+def test_random_bytes_never_raise_a_lua_error(body, path):
+    try:
+        handle = run(path, body)
+    except LuaError as error:  # Envoy would answer 500
+        pytest.fail(f"Lua error: {error}")
+    _outcome_is_sane(handle)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(request_bodies(), st.data())
+def test_truncated_and_corrupted_bodies_never_raise_a_lua_error(request, data):
+    _, body = request
+    raw = body.encode()
+    cut = data.draw(st.integers(0, len(raw)))
+    noise = data.draw(st.binary(max_size=8) | st.sampled_from([b'"', b"\\", b"{", b"[", b"]", b"}", b"\\u12"]))
+    _outcome_is_sane(run(CHAT, raw[:cut] + noise + raw[cut:]))
+    _outcome_is_sane(run(CHAT, raw[:cut]))
+
+
+# --- GET /v1/models --------------------------------------------------------------------------------
+
+def test_models_list_body_is_openais_list_shape():
+    body = models_list_body([(name, MODELS[name]) for name in reversed(list(MODELS))])
+    assert " " not in body  # compact
+    parsed = json.loads(body)
+    assert parsed == {"object": "list", "data": [
+        {"id": name, "object": "model", "created": 0, "owned_by": "modelplane"} for name in sorted(MODELS)]}
+    assert body == models_list_body(sorted(MODELS.items()))
+
+
+@given(st.lists(st.tuples(st.text(string.printable), st.text(string.printable))))
+def test_models_list_body_lists_every_name_once(pairs):
+    ids = [entry["id"] for entry in json.loads(models_list_body(pairs))["data"]]
+    assert ids == sorted({name for name, _ in pairs})
+
+
+# --- a hand-made endpoint's hop on the front door ----------------------------------------------------
+
+HOP = "together.ml-team.endpoint.modelplane.internal"
+RENAMING = load(MODELS, {HOP: "Qwen/Qwen3-8B-Instruct"})
+
+
+@pytest.mark.parametrize("body", [
+    '{"model": "ml-team/mock", "messages": [{"role": "user", "content": "Hi \\"model\\": x"}], "stream": true}',
+    '{"messages": [], "model" : "llama-3-8b"}',
+    '{"model": "gpt-4o-mini"}',  # a request routed by path names the provider's model: renamed all the same
+])
+def test_a_hop_puts_the_endpoints_own_model_name_in_the_body_and_is_not_routed_again(body):
+    handle = run(body=body, headers={":authority": HOP}, on_request=RENAMING)
+    assert outcome(handle) == ("untouched", None)
+    sent = json.loads(handle.buffer.data)
+    assert sent == {**json.loads(body), "model": "Qwen/Qwen3-8B-Instruct"}
+    assert handle.headers_.text("content-length") == str(len(handle.buffer.data))
+
+
+@pytest.mark.parametrize("host", [HOP, f"{HOP}:80", "other.ml-team.endpoint.modelplane.internal"])
+def test_a_hop_without_a_model_of_its_own_passes_the_body_as_it_is(host):
+    body = '{"model": "gpt-4o-mini", "messages": []}'
+    handle = run(body=body, headers={":authority": host}, on_request=ON_REQUEST)
+    assert outcome(handle) == ("untouched", None)  # no 404 for the provider's own model name
+    assert handle.buffer.data == body.encode()
+
+
+def test_a_hop_leaves_a_bad_body_to_the_endpoint():
+    handle = run(body="not json", headers={":authority": HOP}, on_request=RENAMING)
+    assert outcome(handle) == ("untouched", None) and handle.buffer.data == b"not json"
+
+
+def test_the_public_host_is_routed_whatever_its_name():
+    handle = run(body='{"model": "llama-3-8b"}', headers={":authority": "api.example.com"})
+    assert outcome(handle) == ("route", "ml-team/mock")

@@ -1,0 +1,308 @@
+"""The front door on Envoy Gateway (the default): every backend health-checked, ejected and retried as one Envoy
+cluster per service, fallback tiers, one base URL routed by the request's `model`, secrets kept in Secrets.
+
+What Envoy Gateway itself makes of these objects is checked by its own translator (egctl) in
+tests/test_front_door_xds.py and the end-to-end suite; here: the objects, their schemas, and the rules that
+keep a service's backends in one Envoy cluster (no backend carries a filter; all are addressed by name).
+"""
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from builders import fleet_config
+from k8s_validation import validate_object
+from modelplane.api import ConfigError, load_fleet
+from modelplane.api.stackfile import read_stack_file
+from modelplane.render import front_door as fd
+from modelplane.render import front_door_envoy as envoy
+from modelplane.render.model_router import MODEL_PATHS
+from modelplane.scheduling import child_name, schedule
+
+STACKS = Path(__file__).resolve().parent.parent / "stacks"
+TOKEN = "sk-live-DO-NOT-RENDER-4242"
+GATEWAY = {"clusterName": "control", "cluster": {"source": "Kind"},
+           "envoyGateway": {"loadBalancer": "MetalLB", "metallb": {}}}
+MOCK = {"modelplane.ai/deployment": "mock-demo"}
+
+
+def stack_config(name: str) -> dict:
+    return read_stack_file(STACKS / f"Pulumi.{name}.yaml").config
+
+
+def front_door(config: dict, addresses: dict[str, str] | None = None):
+    fleet = load_fleet(config)
+    return fleet, fd.render_front_door(fleet, schedule(fleet), addresses or {})
+
+
+def with_saas(fallback: bool = True, **endpoint) -> dict:
+    config = fleet_config(inferenceGateway=copy.deepcopy(GATEWAY))
+    config["modelEndpoints"] = {"ml-team": {"saas": {"url": "https://api.example.com/", "labels": {"provider": "saas"},
+                                                     **endpoint}}}
+    config["modelServices"] = {"ml-team": {"mock": {"alias": "mock", "endpoints": [
+        {"selector": {"matchLabels": MOCK}},
+        {"fallback": fallback, "selector": {"matchLabels": {"provider": "saas"}}}]}}}
+    return config
+
+
+def by_kind(objects, kind):
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def assert_valid(objects):
+    problems = {f"{o['kind']}/{o['metadata']['name']}": validate_object(o) for o in objects}
+    assert {k: v for k, v in problems.items() if v} == {}
+
+
+# --- the whole front door, for the shipped stacks ---------------------------------------------------------
+
+@pytest.mark.parametrize("stack, expected", [
+    ("demo", {"Namespace": 3, "IPAddressPool": 1, "L2Advertisement": 1, "EnvoyProxy": 1, "GatewayClass": 1,
+              "Gateway": 1, "ClientTrafficPolicy": 1, "EnvoyExtensionPolicy": 1, "HTTPRouteFilter": 5,
+              "HTTPRoute": 2, "Service": 2, "EndpointSlice": 2, "Backend": 2, "BackendTrafficPolicy": 1}),
+    ("cloud", {"Namespace": 2, "EnvoyProxy": 1, "GatewayClass": 1, "Gateway": 1, "ClientTrafficPolicy": 1,
+               "EnvoyExtensionPolicy": 1, "HTTPRouteFilter": 7, "HTTPRoute": 4, "Service": 3, "EndpointSlice": 3,
+               "Backend": 5, "BackendTrafficPolicy": 2}),
+])
+def test_the_shipped_stacks_front_doors_are_valid_envoy_gateway_objects(stack, expected):
+    fleet, manifests = front_door(stack_config(stack))
+    assert Counter(o["kind"] for o in manifests.objects) == expected
+    assert_valid(manifests.objects)  # against Envoy Gateway's own CRDs (v1.8.1) and the Gateway API's
+    assert not [o for o in manifests.objects if o["apiVersion"].startswith("traefik.io/")]
+    assert manifests.remote_manifests == []  # Envoy Gateway's chart brings the Gateway API CRDs
+    [release] = [r for r in manifests.releases if r.chart == "gateway-helm"]
+    assert (release.name, release.version, release.namespace) == ("mp-gateway-helm", "v1.8.1", "envoy-gateway-system")
+    assert release.values == {"config": {"envoyGateway": {"extensionApis": {"enableBackend": True}}}}
+
+
+@pytest.mark.parametrize("stack", ["demo", "cloud"])
+def test_every_service_is_health_checked_ejected_and_retried(stack):
+    """What reviewers look for, per backend: an active check, passive ejection, one retry, never a known-dead one."""
+    fleet, manifests = front_door(stack_config(stack))
+    routes = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in manifests.objects
+              if o["kind"] == "HTTPRoute" and o["metadata"]["namespace"] != "modelplane-system"
+              and not o["spec"].get("hostnames")}
+    policies = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in manifests.objects
+                if o["kind"] == "BackendTrafficPolicy"}
+    assert set(routes) == set(policies) == {(k.namespace, k.name) for k in fleet.model_services}
+    for key, policy in policies.items():
+        spec = policy["spec"]
+        assert spec["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": key[1]}]
+        active = spec["healthCheck"]["active"]
+        assert (active["type"], active["http"]) == ("HTTP", {"path": "/health", "expectedStatuses": [200]})
+        # A dead backend is out within interval x unhealthyThreshold + timeout = 5 s (the issue asks for 10 s).
+        assert int(active["interval"][:-1]) * active["unhealthyThreshold"] + int(active["timeout"][:-1]) <= 10
+        passive = spec["healthCheck"]["passive"]
+        assert passive["consecutiveLocalOriginFailures"] == 1 and passive["maxEjectionPercent"] == 100
+        assert spec["healthCheck"]["panicThreshold"] == 0
+        assert spec["retry"] == {"numRetries": 1, "retryOn": {"triggers": ["connect-failure", "refused-stream", "reset"]}}
+
+
+@pytest.mark.parametrize("stack", ["demo", "cloud"])
+def test_a_services_backends_can_share_one_envoy_cluster(stack):
+    """Envoy Gateway puts a rule's backends in one Envoy cluster (so health, ejection, retries and fallback work
+    across them) only when no backendRef has a filter of its own and all Backends are addressed alike."""
+    _, manifests = front_door(stack_config(stack))
+    backends = by_kind(manifests.objects, "Backend")
+    for route in by_kind(manifests.objects, "HTTPRoute").values():
+        for rule in route["spec"]["rules"]:
+            for ref in rule.get("backendRefs", []):
+                assert "filters" not in ref
+            if route["metadata"]["namespace"] == "modelplane-system" or route["spec"].get("hostnames"):
+                continue  # the front door's own answers, and hops (one upstream each)
+            endpoints = [backends[ref["name"]]["spec"]["endpoints"] for ref in rule["backendRefs"]]
+            assert all(len(e) == 1 and set(e[0]) == {"fqdn", "hostname"} and e[0]["fqdn"]["port"] == 80
+                       for e in endpoints), endpoints
+
+
+def test_one_base_url_routes_by_model_and_the_path_routes_keep_working():
+    _, manifests = front_door(stack_config("demo"))
+    route = by_kind(manifests.objects, "HTTPRoute")["mock"]
+    path_rule, model_rule = route["spec"]["rules"]
+    assert path_rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/ml-team/mock/"}}]
+    assert model_rule["matches"] == [
+        {"path": {"type": "Exact", "value": path},
+         "headers": [{"type": "Exact", "name": "x-modelplane-model", "value": "ml-team/mock"}]} for path in MODEL_PATHS]
+    assert path_rule["backendRefs"] == model_rule["backendRefs"]
+    filters = by_kind(manifests.objects, "HTTPRouteFilter")
+    path_filter = filters[path_rule["filters"][0]["extensionRef"]["name"]]
+    assert path_filter["spec"]["urlRewrite"] == {"hostname": {"type": "Backend"}, "path": {
+        "type": "ReplaceRegexMatch", "replaceRegexMatch": {"pattern": "^/ml\\-team/mock/", "substitution": "/"}}}
+    host_filter = filters[model_rule["filters"][0]["extensionRef"]["name"]]
+    assert host_filter["spec"]["urlRewrite"] == {"hostname": {"type": "Backend"}}
+
+
+def test_the_model_router_knows_every_name_and_the_api_answers_in_its_own_shape():
+    _, manifests = front_door(stack_config("demo"))
+    [policy] = by_kind(manifests.objects, "EnvoyExtensionPolicy").values()
+    assert policy["spec"]["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                             "name": "modelplane"}]
+    script = policy["spec"]["lua"][0]["inline"]
+    assert '["ml-team/mock"] = "ml-team/mock"' in script and '["mock"] = "ml-team/mock"' in script
+    filters = by_kind(manifests.objects, "HTTPRouteFilter")
+    listing = json.loads(filters["models-list"]["spec"]["directResponse"]["body"]["inline"])
+    assert [m["id"] for m in listing["data"]] == ["ml-team/mock", "mock"] and listing["object"] == "list"
+    not_found = filters["unknown-model"]["spec"]["directResponse"]
+    assert not_found["statusCode"] == 404
+    assert json.loads(not_found["body"]["inline"])["error"]["code"] == "model_not_found"
+    anthropic = json.loads(filters["unknown-model-messages"]["spec"]["directResponse"]["body"]["inline"])
+    assert anthropic["type"] == "error" and anthropic["error"]["type"] == "not_found_error"
+    [client] = by_kind(manifests.objects, "ClientTrafficPolicy").values()
+    assert client["spec"]["connection"] == {"bufferLimit": "16Mi"}  # prompts bigger than Envoy's 32 KiB default
+
+
+# --- replicas, hops and the fallback tier -----------------------------------------------------------------
+
+def test_a_replica_is_reached_through_its_clusters_gateway_by_its_own_host_name():
+    fleet, manifests = front_door(stack_config("demo"))
+    backends = by_kind(manifests.objects, "Backend")
+    for replica in schedule(fleet).replicas():
+        [endpoint] = backends[replica.name]["spec"]["endpoints"]
+        assert endpoint == {"fqdn": {"hostname": f"{envoy.gateway_alias(replica.cluster)}.modelplane-system.svc."
+                                                 "cluster.local", "port": 80},
+                            "hostname": f"{replica.name}.ml-team.replica.modelplane.internal"}
+        assert "fallback" not in backends[replica.name]["spec"]
+
+
+@pytest.mark.parametrize("address, kind, family, endpoints", [
+    ("172.18.255.200", "headless", "IPv4", [{"addresses": ["172.18.255.200"], "conditions": {"ready": True}}]),
+    ("fd00::10", "headless", "IPv6", [{"addresses": ["fd00::10"], "conditions": {"ready": True}}]),
+    ("a1b2-123.elb.us-east-1.amazonaws.com", "ExternalName", "IPv4", []),
+    (None, "ExternalName", "IPv4", []),  # offline: the address placeholder, a host name
+])
+def test_a_workload_gateway_gets_a_dns_name_on_the_front_door(address, kind, family, endpoints):
+    service, endpoint_slice = envoy.gateway_alias_objects("gpu-eu-west", address, 80)
+    if kind == "headless":
+        assert service["spec"] == {"clusterIP": "None", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}
+    else:
+        assert service["spec"]["type"] == "ExternalName"
+        assert service["spec"]["externalName"] == (address or "inference-gateway.gpu-eu-west.invalid")
+    assert (endpoint_slice["addressType"], endpoint_slice["endpoints"]) == (family, endpoints)
+    assert endpoint_slice["metadata"]["labels"]["kubernetes.io/service-name"] == service["metadata"]["name"]
+    assert_valid([service, endpoint_slice])
+
+
+def test_a_fallback_endpoint_is_a_fallback_backend_behind_its_own_hop():
+    fleet, manifests = front_door(with_saas(rewritePath="/openai/", auth={"token": TOKEN}, model="gpt-4o-mini"))
+    assert TOKEN not in json.dumps(manifests.objects)
+    backends = by_kind(manifests.objects, "Backend")
+    route = by_kind(manifests.objects, "HTTPRoute")["mock"]
+    refs = {ref["name"] for ref in route["spec"]["rules"][0]["backendRefs"]}
+    fallback = child_name("saas", "fallback")
+    assert fallback in refs and "saas" not in backends  # the endpoint serves this service as a fallback only
+    assert backends[fallback]["spec"] == {"fallback": True, "endpoints": [{
+        "fqdn": {"hostname": "modelplane-front-door.envoy-gateway-system.svc.cluster.local", "port": 80},
+        "hostname": "saas.ml-team.endpoint.modelplane.internal"}]}
+    assert all("fallback" not in backends[r]["spec"] for r in refs - {fallback})
+    upstream = backends[child_name("saas", "upstream")]["spec"]
+    assert upstream == {"endpoints": [{"fqdn": {"hostname": "api.example.com", "port": 443}}],
+                        "tls": {"wellKnownCACertificates": "System", "sni": "api.example.com"}}
+    hop = by_kind(manifests.objects, "HTTPRoute")[child_name("saas", "hop")]
+    assert hop["spec"]["hostnames"] == ["saas.ml-team.endpoint.modelplane.internal"]
+    health, traffic = hop["spec"]["rules"]
+    assert health["filters"][0]["urlRewrite"] == {"hostname": "api.example.com", "path": {
+        "type": "ReplaceFullPath", "replaceFullPath": "/openai/v1/models"}}  # the provider's own answer, with our key
+    assert traffic["filters"][0]["urlRewrite"] == {"hostname": "api.example.com", "path": {
+        "type": "ReplacePrefixMatch", "replacePrefixMatch": "/openai/"}}
+    auth = child_name("saas", "auth")
+    assert health["filters"][1] == traffic["filters"][1] == {
+        "type": "ExtensionRef", "extensionRef": {"group": "gateway.envoyproxy.io", "kind": "HTTPRouteFilter",
+                                                 "name": auth}}
+    secret = by_kind(manifests.objects, "Secret")[auth]
+    assert secret["stringData"] == {"credential": "Bearer <secret: modelplane:modelEndpoints.ml-team.saas.auth.token>"}
+    injection = by_kind(manifests.objects, "HTTPRouteFilter")[auth]["spec"]["credentialInjection"]
+    assert injection == {"header": "Authorization", "overwrite": True, "credential": {"valueRef": {"name": auth}}}
+    [policy] = by_kind(manifests.objects, "EnvoyExtensionPolicy").values()
+    assert '["saas.ml-team.endpoint.modelplane.internal"] = "gpt-4o-mini"' in policy["spec"]["lua"][0]["inline"]
+    assert_valid(manifests.objects)
+
+
+def test_an_endpoint_primary_in_one_service_and_fallback_in_another_gets_a_backend_per_tier():
+    config = with_saas()
+    config["modelServices"]["ml-team"]["saas-first"] = {"endpoints": [{"selector": {"matchLabels": {"provider": "saas"}}}]}
+    _, manifests = front_door(config)
+    backends = by_kind(manifests.objects, "Backend")
+    assert backends["saas"]["spec"].get("fallback") is None
+    assert backends[child_name("saas", "fallback")]["spec"]["fallback"] is True
+    routes = by_kind(manifests.objects, "HTTPRoute")
+    assert [r["name"] for r in routes["saas-first"]["spec"]["rules"][0]["backendRefs"]] == ["saas"]
+
+
+def test_a_front_door_that_runs_envoy_gateway_already_installs_none():
+    config = stack_config("demo")
+    gateway = config["inferenceGateway"]
+    gateway["cluster"] = {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
+    gateway["envoyGateway"] = {}
+    gateway["preinstalled"] = ["envoyGateway"]
+    fleet = load_fleet(config, origin="pulumi")
+    stack = fd.front_door_stack(fleet)
+    assert stack.releases == [] and stack.remote_manifests == []
+    assert all(fd.waits_for(stack, o) == () for o in stack.objects)
+
+
+# --- config ---------------------------------------------------------------------------------------------
+
+def errors_of(config: dict) -> list[tuple[str, str]]:
+    try:
+        load_fleet(copy.deepcopy(config), origin="pulumi")
+    except ConfigError as error:
+        return [(str(issue).split(": ", 1)[0], issue.message) for issue in error.issues]
+    return []
+
+
+def _twice_aliased() -> dict:
+    config = with_saas()
+    config["modelServices"]["ml-team"]["other"] = {"alias": "mock", "endpoints": [{"selector": {"matchLabels": MOCK}}]}
+    return config
+
+
+def _fallback_on_traefik() -> dict:
+    config = with_saas()
+    config["inferenceGateway"] = {**GATEWAY, "backend": "Traefik", "traefik": {"version": "40.2.0"}}
+    del config["inferenceGateway"]["envoyGateway"]
+    return config
+
+
+BAD = {
+    "an alias used twice": (_twice_aliased(), "modelplane:modelServices.ml-team.other.alias",
+                            "'mock' is already the alias of ml-team/mock"),
+    "an alias with a slash": ({**with_saas(), "modelServices": {"ml-team": {"mock": {
+        "alias": "ml-team/x", "endpoints": [{"selector": {"matchLabels": MOCK}}]}}}},
+        "modelplane:modelServices.ml-team.mock.alias", "no '/'"),
+    "fallback on Traefik": (_fallback_on_traefik(), "modelplane:modelServices.ml-team.mock.endpoints[1].fallback",
+                            "needs the front door on Envoy Gateway"),
+    "a traefik block on Envoy Gateway": ({**with_saas(), "inferenceGateway": {**GATEWAY, "backend": "EnvoyGateway",
+                                                                            "traefik": {"version": "40.2.0"}}},
+                                         "modelplane:inferenceGateway.traefik", "only valid with backend: Traefik"),
+    "an envoyGateway block on Traefik": ({**with_saas(False), "inferenceGateway": {
+        **GATEWAY, "backend": "Traefik", "traefik": {"version": "40.2.0"}}},
+        "modelplane:inferenceGateway.envoyGateway", "only valid with backend: EnvoyGateway"),
+    "Traefik without its block": ({**with_saas(False), "inferenceGateway": {
+        "clusterName": "control", "cluster": {"source": "Kind"}, "backend": "Traefik"}},
+        "modelplane:inferenceGateway.traefik", "backend Traefik needs the 'traefik' block"),
+    "a provider model name with a quote": (with_saas(model='gpt"4'), "modelplane:modelEndpoints.ml-team.saas.model",
+                                           "is not a model name"),
+    "preinstalled gatewayApi on Envoy Gateway": ({**with_saas(), "inferenceGateway": {
+        **GATEWAY, "cluster": {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}},
+        "envoyGateway": {}, "preinstalled": ["gatewayApi"]}},
+        "modelplane:inferenceGateway.preinstalled[0]", "unknown component 'gatewayApi' for a front door on EnvoyGateway"),
+}
+
+
+@pytest.mark.parametrize("config, path, message", BAD.values(), ids=BAD.keys())
+def test_config_mistakes_name_the_path_and_the_fix(config, path, message):
+    found = errors_of(config)
+    assert len(found) == 1, found
+    assert found[0][0] == path and message in found[0][1], found
+
+
+def test_a_reference_config_with_a_traefik_block_keeps_traefik():
+    config = fleet_config(inferenceGateway={"clusterName": "control", "cluster": {"source": "Kind"},
+                                            "traefik": {"version": "40.2.0"}})
+    assert load_fleet(config).inference_gateway.proxy == "Traefik"
+    config["inferenceGateway"] = {"clusterName": "control", "cluster": {"source": "Kind"}}
+    assert load_fleet(config).inference_gateway.proxy == "EnvoyGateway"
