@@ -1,7 +1,7 @@
 """`modelplane` command line: works offline, without the Pulumi CLI or any cloud SDK.
 
 Exit codes: 0 success, 2 invalid input (every problem listed, no traceback); `status` exits 1 when the
-live fleet is degraded or differs from the config (docs/status.md).
+live fleet is degraded (docs/status.md).
 """
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """The live fleet: exit 0 healthy and as planned, 1 degraded or drifted (docs/status.md)."""
+    """The live fleet: exit 0 healthy (drift is shown, not a failure), 1 degraded (docs/status.md)."""
     from .status import command as status  # reads live clusters; only this command needs it
 
     path = resolve_stack_file(args.stack, args.config)

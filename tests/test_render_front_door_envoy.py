@@ -221,6 +221,22 @@ def test_a_fallback_endpoint_is_a_fallback_backend_behind_its_own_hop():
     assert_valid(manifests.objects)
 
 
+@pytest.mark.parametrize("url, address, host", [
+    ("http://10.0.0.7:8000/", {"ip": {"address": "10.0.0.7", "port": 8000}}, {"hostname": "10.0.0.7"}),
+    ("http://[fd00::10]:8000/", {"ip": {"address": "fd00::10", "port": 8000}}, {}),
+    ("https://LLM.Example.com:8443/", {"fqdn": {"hostname": "llm.example.com", "port": 8443}},
+     {"hostname": "llm.example.com"}),
+])
+def test_a_hand_made_endpoint_on_an_address_or_a_port_of_its_own(url, address, host):
+    _, manifests = front_door(with_saas(url=url))
+    upstream = by_kind(manifests.objects, "Backend")[child_name("saas", "upstream")]["spec"]
+    assert upstream["endpoints"] == [address]
+    assert ("tls" in upstream) == url.startswith("https")
+    hop = by_kind(manifests.objects, "HTTPRoute")[child_name("saas", "hop")]
+    assert [f["urlRewrite"] for f in hop["spec"]["rules"][1].get("filters", [])] == ([host] if host else [])
+    assert_valid(manifests.objects)
+
+
 def test_an_endpoint_primary_in_one_service_and_fallback_in_another_gets_a_backend_per_tier():
     config = with_saas()
     config["modelServices"]["ml-team"]["saas-first"] = {"endpoints": [{"selector": {"matchLabels": {"provider": "saas"}}}]}

@@ -168,7 +168,7 @@ def test_drift_add_a_first_deployment_is_all_pending(demo):
     report = report_of(fleet, PlacementDocument(), {EU: reading(EU), US: reading(US)}, None)
     rows = rows_of(report)
     assert [(r.health, r.replica.drift.text) for r in rows.values()] == [("pending", "add"), ("pending", "add")]
-    assert (report.state, report.exit_code, report.drift()) == ("drift", 1, {"add": 2, "remove": 0, "move": 0})
+    assert (report.state, report.exit_code, report.drift()) == ("drift", 0, {"add": 2, "remove": 0, "move": 0})
     assert rows[EU_REPLICA].pods_text == "0/1" and rows[EU_REPLICA].endpoint_text == "-"
 
 
@@ -179,7 +179,7 @@ def test_drift_add_after_a_scale_up(tmp_path, demo):
     report = report_of(fleet, one, fleet_readings(), None)
     drift = {r.replica.name: (r.replica.deployed, r.replica.drift.change, r.health) for r in report.replicas()}
     assert drift == {EU_REPLICA: (True, "none", "healthy"), US_REPLICA: (False, "add", "pending")}
-    assert report.drift() == {"add": 1, "remove": 0, "move": 0} and report.exit_code == 1
+    assert report.drift() == {"add": 1, "remove": 0, "move": 0} and report.exit_code == 0
     assert "drift from the last pulumi up: 1 to add (apply with: pulumi up --stack demo)" in report.summary()
 
 
@@ -189,7 +189,7 @@ def test_drift_remove_after_a_scale_down(tmp_path, demo):
     report = report_of(fleet, previous, fleet_readings(), None)
     drift = {r.replica.name: (r.replica.deployed, r.replica.drift.text, r.health) for r in report.replicas()}
     assert drift == {EU_REPLICA: (True, "-", "healthy"), US_REPLICA: (True, "remove (scaled down)", "healthy")}
-    assert (report.state, report.exit_code, report.drift()) == ("drift", 1, {"add": 0, "remove": 1, "move": 0})
+    assert (report.state, report.exit_code, report.drift()) == ("drift", 0, {"add": 0, "remove": 1, "move": 0})
 
 
 def test_drift_move_after_a_noexecute_drain(tmp_path):
@@ -206,7 +206,7 @@ def test_drift_move_after_a_noexecute_drain(tmp_path):
     texts = [r.replica.drift.text for r in report.replicas()]
     assert texts == [f"move from {EU} (evicted by taint modelplane.ai/drain (NoExecute); replaces {EU_REPLICA})",
                      f"move to {US} (evicted by taint modelplane.ai/drain (NoExecute); replaced by {US_REPLICA})"]
-    assert report.drift() == {"add": 0, "remove": 0, "move": 1} and report.exit_code == 1
+    assert report.drift() == {"add": 0, "remove": 0, "move": 1} and report.exit_code == 0
 
 
 def test_drift_remove_of_a_deployment_no_longer_in_the_config(tmp_path, demo):

@@ -262,7 +262,9 @@ def hop_objects(namespace: str, name: str, url_host: str, url_port: int, scheme:
                         "spec": {"credentialInjection": {"header": auth.header, "overwrite": True,
                                                          "credential": {"valueRef": {"name": secret}}}}})
         filters.append(_extension_ref(secret))
-    host = {"hostname": url_host.lower()}
+    # The Host the endpoint expects (a virtual-hosted SaaS API rejects the front door's); an IPv6 literal
+    # cannot be a Gateway API hostname, and an IPv6 server rarely virtual-hosts: its Host stays the hop's.
+    host = {} if _ip_family(url_host) == "IPv6" else {"hostname": url_host.lower()}
     ref = [{"group": EG_GROUP, "kind": "Backend", "name": upstream}]
     health = {"matches": [{"path": {"type": "Exact", "value": HEALTH_PATH}}],
               "filters": [{"type": "URLRewrite", "urlRewrite": {**host, "path": {
@@ -272,7 +274,7 @@ def hop_objects(namespace: str, name: str, url_host: str, url_port: int, scheme:
     if base_path != "/":
         rewrite["path"] = {"type": "ReplacePrefixMatch", "replacePrefixMatch": base_path}
     traffic = {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-               "filters": [{"type": "URLRewrite", "urlRewrite": rewrite}, *filters],
+               "filters": [{"type": "URLRewrite", "urlRewrite": rewrite}] * bool(rewrite) + filters,
                "timeouts": {"request": "0s"},  # streamed completions run as long as they run
                "backendRefs": ref}
     objects.append({"apiVersion": GATEWAY_API, "kind": "HTTPRoute", "metadata": meta(hop_route_name(name), namespace, all_labels),
