@@ -136,7 +136,7 @@ def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, r
     aliases = {name: GatewayAlias(gateway.cluster, name, gateway.provider, infra.clusters[name].serving_stack.address,
                                   list(gateway.ready), pulumi.ResourceOptions(parent=gateway))
                for name in parts.gateway_aliases}
-    envoy_front_door = bool(parts.gateway_aliases or parts.endpoint_objects)
+    envoy_front_door = parts.proxy == "EnvoyGateway"
     endpoints: dict[str, ModelEndpoint] = {}
     for endpoint in parts.endpoints:
         key = f"{endpoint.namespace}/{endpoint.name}"

@@ -577,6 +577,7 @@ class FrontDoorParts:
     endpoints: list[FrontDoorEndpoint]
     routes: dict[NamespacedName, list[dict]]  # ModelService -> its HTTPRoute (and its filters and traffic policy)
     route_endpoints: dict[NamespacedName, list[str]]  # ModelService -> the endpoint names its route uses
+    proxy: str = "Traefik"  # `InferenceGateway.proxy`
     # Envoy Gateway only: how each endpoint is deployed (its Backends and hop), and each workload
     # cluster's gateway by name on the front-door cluster (rendered with the address placeholder).
     endpoint_objects: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
@@ -597,7 +598,7 @@ class FrontDoorParts:
 
     def objects_of(self, endpoint: FrontDoorEndpoint) -> list[dict]:
         """What one endpoint deploys on the front-door cluster."""
-        if self.gateway_aliases or self.endpoint_objects:
+        if self.proxy == "EnvoyGateway":
             return self.endpoint_objects[(endpoint.namespace, endpoint.name)]
         return endpoint.objects()
 
@@ -639,7 +640,7 @@ def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[s
             routes[key] = [service_route(key.namespace, key.name, backends)]
     used = {e.namespace for e in endpoints} | {key.namespace for key in fleet.model_services}
     namespaces = [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
-    parts = FrontDoorParts(stack, namespaces, endpoints, routes, route_endpoints)
+    parts = FrontDoorParts(stack, namespaces, endpoints, routes, route_endpoints, fleet.inference_gateway.proxy)
     if envoy_front_door:
         parts.endpoint_objects = {(e.namespace, e.name): e.envoy_objects(frozenset(tiers.get((e.namespace, e.name),
                                                                                             {False})))

@@ -302,7 +302,10 @@ def service_objects(key: NamespacedName, backends: Iterable[tuple[str, int]]) ->
     """
     ns, name = key.namespace, key.name
     backends = list(backends)
-    refs = lambda: [{"group": EG_GROUP, "kind": "Backend", "name": b, "weight": w} for b, w in backends]  # noqa: E731 - one list per rule: YAML of shared lists has anchors
+
+    def refs() -> list[dict[str, Any]]:  # one list per rule: YAML of a shared list has anchors
+        return [{"group": EG_GROUP, "kind": "Backend", "name": b, "weight": w} for b, w in backends]
+
     path_filter, host_filter = child_name(name, "path"), child_name(name, "host")
     prefix = f"/{ns}/{name}/"
     path_rule = {"matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
