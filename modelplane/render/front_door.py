@@ -57,8 +57,8 @@ from ..api.model_service import EndpointAuth, ModelService
 from ..api.references import CLUSTER_LABEL, DEPLOYMENT_LABEL, INDEX_LABEL
 from ..scheduling.names import child_name
 from ..scheduling.result import PlacedReplica, PlanResult
-from . import metallb as lb
 from . import front_door_envoy as envoy
+from . import metallb as lb
 from .metallb import KIND_NETWORK, metallb
 from .secrets import placeholder
 from .sources import mirror_manifest, mirror_release
@@ -66,13 +66,13 @@ from .types import (
     FRONT_DOOR_GATEWAY,
     MANAGED_BY,
     SYSTEM_NAMESPACE,
+    WORKLOAD_GATEWAY_PORT,
     check_unique_names,
     ClusterManifests,
     ClusterStack,
     HelmRelease,
     RemoteManifest,
     collect_placeholders,
-    WORKLOAD_GATEWAY_PORT,
     endpoint_host,
     gateway_address_placeholder,
     meta,
