@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import runbook, views
+from . import gc_policy, runbook, views
 from .version import VERSION
 from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
@@ -352,6 +352,7 @@ def _stack_name(path: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    gc_policy.for_batch_run()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

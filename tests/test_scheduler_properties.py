@@ -223,3 +223,16 @@ def test_fresh_plans_spread_the_demo_fleet():
     config = read_stack_file(Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.demo.yaml").config
     result = schedule(load_fleet(config))
     assert result.deployments[NamespacedName("ml-team", "mock-demo")].by_cluster() == {"gpu-eu-west": 1, "gpu-us-east": 1}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fleets, st.booleans())
+def test_an_explanation_does_not_depend_on_what_was_explained_before(config, backwards):
+    """A plan memoises verdicts across deployments that ask alike; each must read as if asked alone."""
+    fleet = load_fleet({"inferenceClasses": CLASSES, **copy.deepcopy(config)})
+    keys = sorted(schedule(fleet).deployments, reverse=backwards)
+    shared = schedule(fleet)
+    together = [shared.explain(key) for key in keys]
+    alone = [schedule(fleet).explain(key) for key in keys]
+    assert together == alone
+    assert [e.summary for e in together] == [e.summary for e in alone]

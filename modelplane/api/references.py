@@ -131,6 +131,7 @@ def _check_gateway(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
 
 def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken,
                        selector_problem: Callable[[str], str | None]) -> None:
+    selected: dict[tuple, bool] = {}  # per selector: does any cluster match? (a fleet has few selectors)
     for key, deployment in sorted(fleet.model_deployments.items()):
         at = ("modelDeployments", key.namespace, key.name, "template", "spec")
         spec = deployment.spec
@@ -149,7 +150,10 @@ def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[C
                                           f"namespace '{key.namespace}'{hint}"))
             elif cache.cluster_selector and cache.cluster_selector.match_labels:
                 selector.update(cache.cluster_selector.match_labels)  # the cache wins on a clash, as upstream
-        if fleet.inference_clusters and not fleet.clusters_matching(selector) and not broken:
+        wanted = tuple(sorted(selector.items()))
+        if wanted not in selected:
+            selected[wanted] = bool(fleet.clusters_matching(selector))
+        if fleet.inference_clusters and not selected[wanted] and not broken:
             pairs = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
             warnings.append(ConfigIssue(at + ("clusterSelector",), f"no InferenceCluster has the labels {pairs} "
                                         "(with the ModelCache's selector, if any): nothing will be scheduled"))

@@ -144,11 +144,7 @@ class Explanation:
     key: NamespacedName
     plan: DeploymentPlan
     verdicts: tuple[ClusterVerdict, ...]
-
-    @property
-    def summary(self) -> str:
-        unavailable = [v.primary for v in self.verdicts if not v.available and v.primary is not None]
-        return reasons.summarize(sum(v.available for v in self.verdicts), len(self.verdicts), unavailable)
+    summary: str  # "0/3 clusters are available: ...", the aggregate of the verdicts' primary reasons
 
 
 @dataclass
@@ -160,6 +156,7 @@ class PlanResult:
     workloads: tuple
     fits: dict
     matcher: Any
+    _diagnosis: Any = field(default=None, init=False, repr=False, compare=False)
 
     def replicas(self) -> list[PlacedReplica]:
         return [r for plan in self.deployments.values() for r in plan.replicas]
@@ -179,6 +176,8 @@ class PlanResult:
         return json.dumps(self.document_data(), indent=2) + "\n"
 
     def explain(self, key: NamespacedName) -> Explanation:
-        from .diagnosis import explain  # diagnosis reads the result; kept out of the hot path
+        if self._diagnosis is None:
+            from .diagnosis import Diagnosis  # diagnosis reads the result; kept out of the hot path
 
-        return explain(self, key)
+            self._diagnosis = Diagnosis(self)
+        return self._diagnosis.explain(key)

@@ -186,12 +186,15 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
                            full.setdefault(w.signature, set())) for w in workloads}
     _name_replicas(fleet, workloads, retained, placed, removed, stamped)
 
+    removed_from: dict[NamespacedName, list[RemovedReplica]] = {}
+    for gone in removed:
+        removed_from.setdefault(gone.replica.key, []).append(gone)
     plans = {}
     for workload in workloads:
         replicas = sorted(retained[workload.key] + placed[workload.key], key=lambda r: (r.cluster, r.index))
         plans[workload.key] = DeploymentPlan(workload.key, workload.replicas, tuple(replicas),
                                              conditions_for(workload, replicas, eligibility.any_candidate(workload)),
-                                             tuple(r for r in removed if r.replica.key == workload.key))
+                                             tuple(removed_from.get(workload.key, ())))
     orphans = tuple(r for r in removed if r.replica.key not in plans)
     return PlanResult(plans, ledger, orphans, clusters, workloads, fits, matcher)
 
