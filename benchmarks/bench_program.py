@@ -1,24 +1,38 @@
-"""Wall time of the whole Pulumi program under mocks, and what importing it costs.
+"""Wall time and memory of the whole Pulumi program under mocks, and what importing it costs.
 
-Run: venv/bin/python benchmarks/bench_program.py [--runs N]
+Run: venv/bin/python benchmarks/bench_program.py [--runs N] [--fleets 10x50,50x500 | --fleets none] [--no-stacks]
 
 Each measurement is a fresh subprocess (Pulumi's mocks and config are process-global):
 * `import`: importing the program (no cloud SDK), then the three cloud backends and their SDKs;
-* `program`: config -> validate -> plan -> every component registered, for `demo` and `cloud`,
-  with mocks that echo inputs (no engine, no provider plugins), median of N runs.
-The target is under 2 s for `demo`. A warm-up run first writes the bytecode caches, as any second
-run on a user's machine has them.
+* `program`: config -> validate -> plan -> every component registered, with mocks that echo inputs
+  (no engine, no provider plugins): the `demo` and `cloud` stacks (median of N runs), and synthetic
+  fleets of C clusters x D deployments (one run each) with the time, the resources registered and
+  the peak memory (RSS) per resource.
+Targets: under 2 s for `demo`; 50 x 500 under 15 s and 500 MB. A warm-up run first writes the
+bytecode caches, as any second run on a user's machine has them.
+
+A fleet is what `pulumi preview` of the scale test's stack (tests/e2e/scale.py) runs: the scheduler
+benchmark's generator, every cluster `source: Existing` with its kubeconfig set by
+`pulumi config set --secret --path` (the CLI hands the program the decrypted text and marks the
+key secret), the e2e stack's Envoy Gateway front door and a ModelService per deployment.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+from bench_scheduler import synthetic_fleet
+
 REPO = Path(__file__).resolve().parent.parent
+E2E_STACK = REPO / "tests" / "e2e" / "Pulumi.e2e.yaml"
+TARGET_FLEET, TARGET_SECONDS, TARGET_MB = (50, 500), 15.0, 500
 
 IMPORT_PROBE = """
 import sys, time
@@ -38,15 +52,16 @@ sdks = time.perf_counter() - start
 print(program, sdks, ",".join(clouds))
 """
 
+# Prints: wall seconds (imports included), seconds of program.run(), resources registered,
+# peak RSS (KiB), RSS before program.run() (KiB).
 PROGRAM_PROBE = """
-import json, sys, time
+import json, resource, sys, time
 start = time.perf_counter()
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {benchmarks!r}]
 import pulumi
 from pulumi.runtime.sync_await import _sync_await
 from pulumi.runtime.stack import run_pulumi_func
 from conftest import OUTPUT_HOOKS  # the suite's stand-ins for what providers compute
-from modelplane.api.stackfile import read_stack_file
 
 class Echo(pulumi.runtime.Mocks):
     count = 0
@@ -61,12 +76,110 @@ class Echo(pulumi.runtime.Mocks):
         return hook(dict(args.args)) if hook else {{}}
 
 pulumi.runtime.set_mocks(Echo(), project="modelplane", stack={stack!r}, preview=False, organization="organization")
-config = read_stack_file(__import__("pathlib").Path({stack_file!r})).config
-pulumi.runtime.set_all_config({{"modelplane:" + k: json.dumps(v) for k, v in config.items()}})
+from bench_program import stack_config
+config, secret_keys = stack_config({stack!r})
+pulumi.runtime.set_all_config({{"modelplane:" + k: json.dumps(v) for k, v in config.items()}},
+                              ["modelplane:" + k for k in secret_keys])
 from modelplane.infra import program
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+registering = time.perf_counter()
 _sync_await(run_pulumi_func(lambda: program.run()))
-print(time.perf_counter() - start, Echo.count)
+end = time.perf_counter()
+print(end - start, end - registering, Echo.count, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, before)
 """
+
+# The SDK's own cost for the same registrations: the program's resources, recorded under the suite's
+# recording monitor, registered again as generic resources (same type, name, inputs, parent, provider and
+# dependencies), at top level, under the same mocks and the same GC settings; the program itself is not timed.
+# Prints what PROGRAM_PROBE prints.
+FLOOR_PROBE = """
+import json, resource, sys, time
+start = time.perf_counter()
+sys.path[:0] = [{tests!r}, {benchmarks!r}]
+import pulumi
+from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime.stack import run_pulumi_func
+import conftest
+from bench_program import stack_config
+from modelplane.infra import program
+
+pulumi.runtime.set_mocks(conftest.MOCKS, project="modelplane", stack="record", preview=False, monitor=conftest.MONITOR,
+                         organization="organization")
+config, secret_keys = stack_config({stack!r})
+pulumi.runtime.set_all_config({{"modelplane:" + k: json.dumps(v) for k, v in config.items()}},
+                              ["modelplane:" + k for k in secret_keys])
+_sync_await(run_pulumi_func(lambda: program.run()))
+recorded = {{r.urn: r for r in conftest.MONITOR.registrations}}
+del conftest.MONITOR.registrations[:], conftest.MOCKS.created[:]
+
+class Echo(pulumi.runtime.Mocks):
+    count = 0
+    def new_resource(self, args):
+        Echo.count += 1
+        return args.name + "-id", dict(args.inputs)
+    def call(self, args):
+        return {{}}
+
+pulumi.runtime.settings.set_root_resource(None)
+pulumi.runtime.set_mocks(Echo(), project="modelplane", stack="record", preview=False, organization="organization")
+
+def register_again():
+    program.collect_only_young_garbage()
+    made = {{}}
+    def make(urn):
+        if urn not in made:
+            r = recorded[urn]
+            opts = pulumi.ResourceOptions(parent=make(r.parent) if r.parent in recorded else None,
+                                          provider=make(r.provider.rsplit("::", 1)[0]) if r.provider else None,
+                                          depends_on=[make(d) for d in r.dependencies if d in recorded])
+            if r.type.startswith("pulumi:providers:"):
+                made[urn] = pulumi.ProviderResource(r.type.split(":")[-1], r.name, r.inputs, opts)
+            elif r.custom:
+                made[urn] = pulumi.CustomResource(r.type, r.name, r.inputs, opts)
+            else:
+                made[urn] = pulumi.ComponentResource(r.type, r.name, None, opts)
+        return made[urn]
+    for urn in recorded:
+        make(urn)
+    program.start_registrations()
+
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+registering = time.perf_counter()
+_sync_await(run_pulumi_func(register_again))
+end = time.perf_counter()
+print(end - start, end - registering, Echo.count, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, before)
+"""
+
+# What `pulumi config set --secret` leaves the program: the decrypted text (an Existing cluster's kubeconfig).
+KUBECONFIG = ("apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: https://127.0.0.1:6443\n"
+              "contexts:\n- name: bench\n  context: {cluster: bench, user: bench}\ncurrent-context: bench\n"
+              "users:\n- name: bench\n  user:\n    client-key-data: c2VjcmV0LWtleQ==\n")
+
+
+def fleet_stack(clusters: int, deployments: int) -> tuple[dict, tuple[str, ...]]:
+    """The scale test's stack (tests/e2e/scale.py `scale_stack`) as the CLI passes it: config, and the keys set secret."""
+    fleet = json.loads(json.dumps(synthetic_fleet(clusters, deployments)).replace("gpu.nvidia.com", "gpu.example.com"))
+    front_door = yaml.safe_load(E2E_STACK.read_text())["config"]["modelplane:inferenceGateway"]
+    front_door["cluster"]["existing"]["kubeconfig"] = KUBECONFIG
+    for deployments_of in fleet["modelDeployments"].values():
+        for deployment in deployments_of.values():
+            for engine in deployment["template"]["spec"]["engines"]:
+                engine["members"] = [{k: v for k, v in engine["members"][0].items() if k != "role"}]
+    for cluster in fleet["inferenceClusters"].values():
+        cluster["cluster"] = {"source": "Existing", "existing": {"kubeconfig": KUBECONFIG}}
+    services = {ns: {name: {"endpoints": [{"selector": {"matchLabels": {"modelplane.ai/deployment": name}}}]}
+                     for name in deployments_of} for ns, deployments_of in fleet["modelDeployments"].items()}
+    config = {**fleet, "inferenceGateway": front_door, "modelServices": services}
+    return config, ("inferenceClusters", "inferenceGateway")
+
+
+def stack_config(stack: str) -> tuple[dict, tuple[str, ...]]:
+    """`demo`, `cloud` (a file under stacks/) or `<clusters>x<deployments>` (a synthetic fleet)."""
+    if "x" in stack:
+        clusters, deployments = map(int, stack.split("x"))
+        return fleet_stack(clusters, deployments)
+    from modelplane.api.stackfile import read_stack_file
+    return read_stack_file(REPO / "stacks" / f"Pulumi.{stack}.yaml").config, ()
 
 
 # As on a user's machine, Python caches bytecode (some sandboxes set PYTHONDONTWRITEBYTECODE,
@@ -75,28 +188,58 @@ ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRIT
 
 
 def probe(code: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, env=ENV)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=ENV)
+    if out.returncode != 0:
+        raise SystemExit(f"probe failed:\n{out.stderr}")
     return out.stdout.split()
+
+
+def program_probe(stack: str, code: str = PROGRAM_PROBE) -> dict[str, float]:
+    wall, registering, resources, peak_kib, before_kib = probe(code.format(
+        tests=str(REPO / "tests"), benchmarks=str(REPO / "benchmarks"), stack=stack))
+    return {"wall": float(wall), "registering": float(registering), "resources": int(resources),
+            "peak_mb": int(peak_kib) / 1024, "before_mb": int(before_kib) / 1024}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="runs per stack (the median is printed)")
+    parser.add_argument("--fleets", default="10x50,50x500",
+                        help="synthetic fleets, <clusters>x<deployments> comma-separated, or `none`")
+    parser.add_argument("--no-stacks", action="store_true", help="skip the imports and the demo and cloud stacks")
+    parser.add_argument("--floor", action="store_true",
+                        help="also the SDK's own cost: each fleet's registrations again, as generic resources")
     args = parser.parse_args()
     probe(IMPORT_PROBE)  # warm-up: writes the bytecode caches
-    imports = [probe(IMPORT_PROBE) for _ in range(args.runs)]
-    program = statistics.median(float(i[0]) for i in imports)
-    sdks = statistics.median(float(i[1]) for i in imports)
-    loaded = imports[0][2] if len(imports[0]) > 2 else ""
-    print(f"import modelplane.infra.program: {program:.2f} s (cloud SDKs loaded: {loaded or 'none'})")
-    print(f"import the EKS, GKE and AKS backends (their cloud SDKs): {sdks:.2f} s more")
-    for stack in ("demo", "cloud"):
-        code = PROGRAM_PROBE.format(tests=str(REPO / "tests"), stack=stack,
-                                    stack_file=str(REPO / "stacks" / f"Pulumi.{stack}.yaml"))
-        runs = [probe(code) for _ in range(args.runs)]
-        wall = statistics.median(float(r[0]) for r in runs)
-        print(f"program under mocks, stack {stack}: {wall:.2f} s wall (imports included), "
-              f"{runs[0][1]} resources registered")
+    if not args.no_stacks:
+        imports = [probe(IMPORT_PROBE) for _ in range(args.runs)]
+        program = statistics.median(float(i[0]) for i in imports)
+        sdks = statistics.median(float(i[1]) for i in imports)
+        loaded = imports[0][2] if len(imports[0]) > 2 else ""
+        print(f"import modelplane.infra.program: {program:.2f} s (cloud SDKs loaded: {loaded or 'none'})")
+        print(f"import the EKS, GKE and AKS backends (their cloud SDKs): {sdks:.2f} s more")
+        for stack in ("demo", "cloud"):
+            runs = [program_probe(stack) for _ in range(args.runs)]
+            wall = statistics.median(r["wall"] for r in runs)
+            print(f"program under mocks, stack {stack}: {wall:.2f} s wall (imports included), "
+                  f"{runs[0]['resources']} resources registered")
+    fleets = [] if args.fleets == "none" else [tuple(map(int, f.split("x"))) for f in args.fleets.split(",")]
+    for clusters, deployments in fleets:
+        r = program_probe(f"{clusters}x{deployments}")
+        n = r["resources"]
+        print(f"program under mocks, {clusters} x {deployments} fleet: {r['wall']:.1f} s wall "
+              f"({r['registering']:.1f} s in program.run), {n} resources registered, peak RSS {r['peak_mb']:.0f} MB "
+              f"({r['before_mb']:.0f} MB before program.run); per resource {1000 * r['registering'] / n:.2f} ms, "
+              f"{1024 * r['peak_mb'] / n:.0f} KB ({1024 * (r['peak_mb'] - r['before_mb']) / n:.0f} KB of growth)")
+        if args.floor:
+            f = program_probe(f"{clusters}x{deployments}", FLOOR_PROBE)
+            print(f"  the Pulumi SDK alone, the same {f['resources']} registrations: {f['registering']:.1f} s, "
+                  f"peak RSS {f['peak_mb']:.0f} MB (the program's run and records included); per resource "
+                  f"{1000 * f['registering'] / f['resources']:.2f} ms")
+        if (clusters, deployments) == TARGET_FLEET:
+            met = r["wall"] < TARGET_SECONDS and r["peak_mb"] < TARGET_MB
+            print(f"target: {clusters} x {deployments} under {TARGET_SECONDS:.0f} s and {TARGET_MB} MB: "
+                  f"{'met' if met else 'NOT met'} ({r['wall']:.1f} s, {r['peak_mb']:.0f} MB)")
 
 
 if __name__ == "__main__":

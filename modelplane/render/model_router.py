@@ -16,6 +16,7 @@ answered 413 by Envoy; the front door must allow bodies as large as the models' 
 from __future__ import annotations
 
 import json
+import re
 import string
 from typing import Mapping, Sequence
 
@@ -55,13 +56,10 @@ def model_router_lua(models: Mapping[str, str], endpoint_models: Mapping[str, st
     paths = "".join(
         f"  [{_lua_string(path)}] = {'true' if path in _ANTHROPIC_PATHS else 'false'},\n" for path in MODEL_PATHS
     )
-    return (
-        _LUA.replace("@HEADER@", _lua_string(MODEL_HEADER))
-        .replace("@MODELS@\n", table)
-        .replace("@RENAMES@\n", renames)
-        .replace("@HOP_SUFFIX@", _lua_string("." + ENDPOINT_HOST_SUFFIX))
-        .replace("@PATHS@\n", paths)
-    )
+    values = {"@HEADER@": _lua_string(MODEL_HEADER), "@MODELS@\n": table, "@RENAMES@\n": renames,
+              "@HOP_SUFFIX@": _lua_string("." + ENDPOINT_HOST_SUFFIX), "@PATHS@\n": paths}
+    # One pass: a model name that reads like a placeholder (`@HOP_SUFFIX@`) stays the name it is.
+    return re.sub("|".join(map(re.escape, values)), lambda match: values[match.group(0)], _LUA)
 
 
 def models_list_body(models: Sequence[tuple[str, str]]) -> str:
