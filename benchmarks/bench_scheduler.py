@@ -14,7 +14,7 @@ import random
 import time
 
 from modelplane.api import load_fleet
-from modelplane.devices import SelectorCache, selector_problem
+from modelplane.devices import SelectorCache
 from modelplane.scheduling import schedule
 
 GPUS = [("h100", "81559Mi", "Hopper", "9.0.0", 8), ("h200", "143771Mi", "Hopper", "9.0.0", 8),
@@ -76,7 +76,7 @@ def _median(run, repeat: int = 3) -> float:
 def measure(clusters: int, deployments: int) -> None:
     config = synthetic_fleet(clusters, deployments)
     start = time.perf_counter()
-    fleet = load_fleet(config, selector_problem=selector_problem)
+    fleet = load_fleet(config)
     loaded = time.perf_counter() - start
     selectors = SelectorCache()
     result = schedule(fleet, selectors=selectors)

@@ -12,8 +12,8 @@ import argparse
 import statistics
 import time
 
-from modelplane.devices import SelectorCache, compile_selector, device_key, device_value
-from modelplane.devices.selectors import compile_selector as cached_compile
+from modelplane.cel import compile_selector
+from modelplane.devices import SelectorCache, device_key, device_value
 
 SELECTORS = [
     'device.driver == "gpu.nvidia.com"',
@@ -55,8 +55,8 @@ def main() -> None:
     compile_selector("true")  # build the parser once, outside the timings
     print("compile (parse + type check + closures), first time per expression:")
     for expression in SELECTORS:
-        cached_compile.cache_clear()
-        seconds = per_call(lambda e=expression: (cached_compile.cache_clear(), compile_selector(e)), 50)
+        compile_selector.cache_clear()
+        seconds = per_call(lambda e=expression: (compile_selector.cache_clear(), compile_selector(e)), 50)
         print(f"  {seconds * 1e3:7.3f} ms  {expression[:90]}")
     print("evaluate one (expression, device) pair, program and device value cached:")
     device = device_value(KINDS[0])

@@ -18,7 +18,6 @@ from . import gc_policy, runbook, views
 from .version import VERSION
 from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
-from .devices import selector_problem
 from .scheduling import load_previous, schedule
 
 EXIT_OK, EXIT_INVALID = 0, 2
@@ -105,7 +104,7 @@ def load_file(path: Path) -> tuple[StackFile, Fleet]:
     issues = list(stack_file.issues)
     fleet = None
     try:
-        fleet = load_fleet(stack_file.config, origin="stack-file", selector_problem=selector_problem)
+        fleet = load_fleet(stack_file.config, origin="stack-file")
     except ConfigError as error:
         issues += error.issues
     if issues or fleet is None:
@@ -221,8 +220,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(views.plan_table(result))
     for plan in result.deployments.values():
         if plan.short:
-            print(f"warning: {plan.key}: {plan.conditions[0].message}; {result.explain(plan.key).summary}",
-                  file=sys.stderr)
+            print(f"warning: {views.shortfall_warning(result, plan)}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -337,7 +335,7 @@ def _edit_stack(args: argparse.Namespace, make_edit) -> int:
     target = args.deployment if args.command == "scale" else args.cluster
     print(f"plan against {_shown(args.previous)}:" if args.previous else
           "plan as a first deployment (no --previous placement given):")
-    for line in runbook.plan_lines(result, previous, args.command, target):
+    for line in views.plan_lines(result, previous, args.command, target):
         print(f"  {line}")
     source = f"--stack {shlex.quote(args.stack)}" if args.stack else f"--config {shlex.quote(_shown(path))}"
     placement = shlex.quote(_shown(args.previous)) if args.previous else "<placement.json>"

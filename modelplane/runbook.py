@@ -40,7 +40,6 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
 from .api.errors import CONFIG_NAMESPACE, ConfigError, ConfigIssue, ModelplaneError, PathPart, StackFileError, format_path
-from .scheduling import PlacementDocument, PlanResult
 
 DRAIN_KEY = "modelplane.ai/drain"
 EFFECTS = ("NoSchedule", "NoExecute")
@@ -175,37 +174,6 @@ def undrain(text: str, cluster: str, key: str = DRAIN_KEY) -> Edit:
 def render(value: Any) -> str:
     """A value as one line of flow YAML, read back the same by ruamel (YAML 1.2) and PyYAML (1.1)."""
     return _flow(value)
-
-
-# --- the new plan, for what the edit touched ---------------------------------------------------
-
-def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, target: str) -> list[str]:
-    """The plan's lines for what the edit touched: the scaled deployment, or the cluster and its deployments."""
-    if command == "scale":
-        keys = [key for key in result.deployments if str(key) == target]
-    else:
-        before = {(r.namespace, r.deployment) for r in previous.replicas if r.cluster == target}
-        keys = [key for key, plan in result.deployments.items()
-                if (key.namespace, key.name) in before or plan.short
-                or any(r.cluster == target for r in plan.replicas)
-                or any(r.replica.cluster == target for r in plan.removed)]
-    lines = []
-    for key in keys:
-        plan = result.deployments[key]
-        condition = plan.conditions[0]
-        lines.append(f"{key}: {condition.message} ({condition.type}={condition.status} {condition.reason})")
-        lines += [f"  {r.name} on {r.cluster} ({r.status})" for r in plan.replicas]
-        lines += [f"  {r.replica.name} leaves {r.replica.cluster}: {r.reason.summary}" for r in plan.removed]
-        if plan.short:
-            lines.append(f"  {result.explain(key).summary}")
-    if command != "scale":
-        on_cluster = sum(r.cluster == target for r in result.replicas())
-        cluster = next(c for c in result.clusters if c.name == target)
-        pools = ", ".join(f"{p.name} {p.nodes - result.ledger.free[(cluster.name, p.name)]}/{p.nodes} nodes"
-                          for p in cluster.pools)
-        lines.append(f"{target}: {on_cluster} replica{'' if on_cluster == 1 else 's'}"
-                     + (f" ({pools})" if pools else ""))
-    return lines
 
 
 # --- writing -----------------------------------------------------------------------------------

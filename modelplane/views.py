@@ -1,7 +1,23 @@
-"""Text views of a plan: the placement table and the per-cluster verdicts (pure formatting)."""
+"""Text views of a plan (pure formatting): the placement table, the per-cluster verdicts, the lines an
+edit prints for what it touched, and the warning for a deployment short of replicas."""
 from __future__ import annotations
 
-from .scheduling.result import Explanation, PlanResult
+from .scheduling import DeploymentPlan, Explanation, PlacementDocument, PlanResult
+
+
+def condition_line(plan: DeploymentPlan) -> str:
+    condition = plan.conditions[0]
+    return f"{plan.key}: {condition.message} ({condition.type}={condition.status} {condition.reason})"
+
+
+def shortfall_warning(result: PlanResult, plan: DeploymentPlan) -> str:
+    """'ns/name: Scheduled 1 of 3 replicas; 1/4 clusters are available: ...' for a short deployment."""
+    return f"{plan.key}: {plan.conditions[0].message}; {result.explain(plan.key).summary}"
+
+
+def _pools_used(result: PlanResult, cluster, separator: str, unit: str = "") -> str:
+    return separator.join(f"{p.name} {p.nodes - result.free[(cluster.name, p.name)]}/{p.nodes}{unit}"
+                          for p in cluster.pools)
 
 
 def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
@@ -14,8 +30,7 @@ def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> lis
 def plan_table(result: PlanResult) -> str:
     lines: list[str] = []
     for plan in result.deployments.values():
-        condition = plan.conditions[0]
-        lines.append(f"{plan.key}: {condition.message} ({condition.type}={condition.status} {condition.reason})")
+        lines.append(condition_line(plan))
         rows = [[r.name, r.cluster, str(r.index), ",".join(r.pools), str(r.node_cost()), r.status]
                 for r in plan.replicas]
         if rows:
@@ -32,8 +47,7 @@ def plan_table(result: PlanResult) -> str:
         counts[replica.cluster] = counts.get(replica.cluster, 0) + 1
     rows = []
     for cluster in result.clusters:
-        pools = " ".join(f"{p.name} {p.nodes - result.ledger.free[(cluster.name, p.name)]}/{p.nodes}"
-                         for p in cluster.pools)
+        pools = _pools_used(result, cluster, " ")
         rows.append([cluster.name, str(counts.get(cluster.name, 0)), pools or "-"])
     lines.append("Clusters (nodes used/declared per pool):")
     lines += _table(["CLUSTER", "REPLICAS", "POOLS"], rows)
@@ -41,9 +55,7 @@ def plan_table(result: PlanResult) -> str:
 
 
 def explain_table(explanation: Explanation) -> str:
-    plan = explanation.plan
-    condition = plan.conditions[0]
-    lines = [f"{plan.key}: {condition.message} ({condition.type}={condition.status} {condition.reason})"]
+    lines = [condition_line(explanation.plan)]
     rows = []
     for verdict in explanation.verdicts:
         if verdict.available:
@@ -54,3 +66,31 @@ def explain_table(explanation: Explanation) -> str:
     lines += _table(["CLUSTER", "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
     lines.append(explanation.summary)
     return "\n".join(lines) + "\n"
+
+
+def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, target: str) -> list[str]:
+    """What `scale`, `drain` and `undrain` print of the new plan: the scaled deployment, or the
+    cluster and every deployment it touches (and every short one)."""
+    if command == "scale":
+        keys = [key for key in result.deployments if str(key) == target]
+    else:
+        before = {(r.namespace, r.deployment) for r in previous.replicas if r.cluster == target}
+        keys = [key for key, plan in result.deployments.items()
+                if (key.namespace, key.name) in before or plan.short
+                or any(r.cluster == target for r in plan.replicas)
+                or any(r.replica.cluster == target for r in plan.removed)]
+    lines = []
+    for key in keys:
+        plan = result.deployments[key]
+        lines.append(condition_line(plan))
+        lines += [f"  {r.name} on {r.cluster} ({r.status})" for r in plan.replicas]
+        lines += [f"  {r.replica.name} leaves {r.replica.cluster}: {r.reason.summary}" for r in plan.removed]
+        if plan.short:
+            lines.append(f"  {result.explain(key).summary}")
+    if command != "scale":
+        on_cluster = sum(r.cluster == target for r in result.replicas())
+        cluster = next(c for c in result.clusters if c.name == target)
+        pools = _pools_used(result, cluster, ", ", " nodes")
+        lines.append(f"{target}: {on_cluster} replica{'' if on_cluster == 1 else 's'}"
+                     + (f" ({pools})" if pools else ""))
+    return lines

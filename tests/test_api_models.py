@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from builders import GPU_CLASS, deployment, member
-from modelplane.api import InferenceClass, InferenceCluster, ModelDeployment, ModelReplicaSpec, ServingStack
+from modelplane.api import InferenceClass, InferenceCluster, ModelDeployment, ServingStack
 from modelplane.api.inference_cluster import DEFAULT_KIND_NODE_IMAGE
 from modelplane.api.model_deployment import Toleration
 from modelplane.api.serving_stack import ServingStackConfig
@@ -86,14 +86,6 @@ def test_serving_stack_layers_merge_field_by_field():
     assert stack.versions.envoy_gateway == "v1.8.1"  # untouched default
     assert stack.nvidia_driver_root == "/run/nvidia"
     assert stack.gateway.class_name == "envoy" and stack.gateway.listeners[0].port == 80
-
-
-def test_replica_spec_costs_only_claiming_members():
-    spec = ModelReplicaSpec.model_validate({"clusterName": "a", "engines": [{"name": "e", "copies": 2, "members": [
-        {"role": "Leader", "nodePoolName": "p", "template": member()["template"]},
-        {"role": "Worker", "nodePoolName": "p", "worker": {"nodes": 3}, "template": member()["template"],
-         "deviceRequests": [{"name": "gpu", "deviceClassName": "gpu.example.com"}]}]}]})
-    assert spec.engines[0].node_cost() == 6  # the claimless leader rides along for free
 
 
 def test_models_are_immutable():

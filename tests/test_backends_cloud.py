@@ -60,7 +60,6 @@ class Provisioned:
     kubeconfig_is_secret: bool
     objects: list[dict]
     ready: list[str]  # URNs
-    driver_root: str | None
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
@@ -87,7 +86,6 @@ def provision(module, req: ClusterRequest, monitor) -> Provisioned:
     def run():
         parent = pulumi.ComponentResource("modelplane:index:InferenceCluster", req.name)
         access = backends.provision(req, parent)  # through the dispatcher, as the component calls it
-        resolved["driver_root"] = access.nvidia_driver_root
         values = [access.kubeconfig, pulumi.Output.from_input(access.kubeconfig.is_secret()),
                   pulumi.Output.from_input(cluster_objects(req, access)),
                   pulumi.Output.all(*[r.urn for r in access.ready])]
@@ -96,8 +94,7 @@ def provision(module, req: ClusterRequest, monitor) -> Provisioned:
 
     run()
     return Provisioned(req, [r for r in monitor.registrations if r.type != "modelplane:index:InferenceCluster"],
-                       resolved["kubeconfig"], resolved["secret"], resolved["objects"], resolved["ready"],
-                       resolved["driver_root"])
+                       resolved["kubeconfig"], resolved["secret"], resolved["objects"], resolved["ready"])
 
 
 def assert_common(result: Provisioned, storage_class: str) -> None:
@@ -272,7 +269,6 @@ def test_gke_gpu_pool_from_the_class(monitor):
     assert gpu["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4}
     assert gpu["initialNodeCount"] == 1  # per zone: 2 nodes over 2 zones
     assert gpu["location"] == "us-central1" and gpu["cluster"] == "mock-gke"
-    assert result.driver_root == "/home/kubernetes/bin/nvidia"
     assert pools["gcp-us-central-l4"] and result.ready[-1].endswith("::gcp-us-central-l4")
 
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from modelplane.api.cel_syntax import MAX_NESTING, nesting, parse_cel
-from modelplane.devices import (SelectorCache, SelectorCompileError, SelectorEvaluationError, compile_selector,
-                                evaluate, regex, selector_problem)
+from modelplane.cel import SelectorCompileError, SelectorEvaluationError, compile_selector, regex, selector_problem
+from modelplane.cel.syntax import MAX_NESTING, nesting, parse_cel
+from modelplane.devices import SelectorCache, evaluate
 
 FAKE = {"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",
         "attributes": {"model": {"string": "H100"}, "pattern": {"string": "(a)\\1"}, "good": {"string": "H1.0"}},

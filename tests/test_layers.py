@@ -1,4 +1,5 @@
-"""The walls between layers: the pure core never imports Pulumi, and the CLI never imports infra."""
+"""The walls between layers: the pure core never imports Pulumi, the CLI never imports infra, `cel` imports
+nothing else of modelplane, `api` only `cel`, and no modules import each other in a cycle (not even in a function)."""
 from __future__ import annotations
 
 import ast
@@ -9,11 +10,22 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "modelplane"
-PURE = ["api", "devices", "scheduling", "render"]
+PURE = ["cel", "api", "devices", "scheduling", "render"]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def imports_of(path: Path) -> set[str]:
+    """Every module `path` imports, anywhere in the file (inside functions and `if TYPE_CHECKING:` too).
+
+    `from package import name` also yields `package.name`: a module, when `name` is one."""
     tree = ast.parse(path.read_text())
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -21,9 +33,10 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:  # relative: resolve against the file's package
-                parts = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-node.level]
-                module = ".".join(parts + ((module,) if module else ()))
+                base = package[:len(package) - node.level + 1]
+                module = ".".join(base + ([module] if module else []))
             found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
     return found
 
 
@@ -38,10 +51,18 @@ def test_pure_layers_import_nothing_above_them(layer):
             assert not name.startswith(("pulumi", "modelplane.infra", "modelplane.cli")), f"{path} imports {name}"
 
 
-def test_api_is_the_bottom_layer():
+def test_cel_imports_nothing_else_from_modelplane():
+    assert modules("cel")
+    for path in modules("cel"):
+        for name in imports_of(path):
+            assert name.split(".")[0] != "modelplane" or name.startswith("modelplane.cel"), f"{path}: {name}"
+
+
+def test_api_is_the_bottom_layer_above_cel():
     for path in modules("api"):
         for name in imports_of(path):
-            assert not name.startswith(tuple(f"modelplane.{layer}" for layer in PURE if layer != "api")), f"{path}: {name}"
+            assert name.split(".")[0] != "modelplane" or name.startswith(("modelplane.api", "modelplane.cel")), \
+                f"{path}: {name}"
 
 
 def test_cli_never_imports_infra():
@@ -54,3 +75,77 @@ def test_cli_starts_without_pulumi_or_cloud_sdks():
             "{'pulumi', 'pulumi_aws', 'pulumi_gcp', 'pulumi_azure_native', 'pulumi_kubernetes'}); print(bad)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """modelplane module -> the modelplane modules it imports, wherever in the file.
+
+    A package is its `__init__`. Importing `a.b.c` runs `a` and `a.b` first, so those count too,
+    except a module's own ancestors: they are already being imported when it is (`from . import x`)."""
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        edges = set()
+        for imported in imports_of(path):
+            parts = imported.split(".")
+            edges |= {".".join(parts[:n]) for n in range(1, len(parts) + 1)} & paths.keys()
+        graph[name] = {edge for edge in edges if edge != name and not name.startswith(edge + ".")}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(sorted(graph[root])))]
+        while work:
+            node, edges = work[-1]
+            for edge in edges:
+                if edge not in index:
+                    index[edge] = low[edge] = len(index)
+                    stack.append(edge)
+                    on_stack.add(edge)
+                    work.append((edge, iter(sorted(graph[edge]))))
+                    break
+                if edge in on_stack:
+                    low[node] = min(low[node], index[edge])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def test_import_cycles_are_found():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    """No module imports, directly or through others, a module that imports it: not even inside a function."""
+    graph = import_graph()
+    assert {"modelplane.cel.selectors", "modelplane.devices.device"} <= graph["modelplane.devices.evaluation"]
+    cycles = import_cycles(graph)
+    shown = ["; ".join(f"{module} -> {', '.join(sorted(graph[module] & set(cycle)))}" for module in cycle)
+             for cycle in cycles]
+    assert not cycles, "\n".join(shown)

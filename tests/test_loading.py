@@ -127,7 +127,7 @@ def test_secrets_stay_opaque_from_a_stack_file(tmp_path):
     stack_file = read_stack_file(stack)
     fleet = load_fleet(stack_file.config)
     secret = fleet.inference_clusters["rack"].cluster.existing.kubeconfig
-    assert isinstance(secret, SecretValue) and not secret.is_available and secret.ciphertext == "v1:abc:def"
+    assert isinstance(secret, SecretValue) and secret.plaintext is None and secret.ciphertext == "v1:abc:def"
     assert "abc" not in repr(fleet.inference_clusters["rack"])
     assert fleet.warnings == ()
 

@@ -1,4 +1,4 @@
-"""Tests for modelplane.devices.quantity, ported from the Kubernetes Go tests.
+"""Tests for modelplane.cel.quantity, ported from the Kubernetes Go tests.
 
 Go sources of the tables (published repositories):
 * k8s.io/apimachinery pkg/api/resource/quantity_test.go: TestParseQuantityString, TestQuantityParse,
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelplane.devices.quantity import (
+from modelplane.cel.quantity import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

@@ -33,8 +33,9 @@ def pool_use(result) -> dict[tuple[str, str], int]:
 
 
 def assert_within_capacity(result) -> None:
+    declared = {(c.name, p.name): p.nodes for c in result.clusters for p in c.pools}
     for key, nodes in pool_use(result).items():
-        assert nodes <= result.ledger.capacity[key], f"pool {key} holds {nodes} of {result.ledger.capacity[key]}"
+        assert nodes <= declared[key], f"pool {key} holds {nodes} of {declared[key]}"
 
 
 # --- 1. Shape edits and shrinking pools never overcommit -------------------------------------------------------
@@ -55,7 +56,7 @@ def test_growing_copies_keeps_the_replica_where_it_still_fits_and_charges_the_ne
     first = plan(roomy, {"ml": {"d": deployment(replicas=1)}})
     bigger = plan(roomy, {"ml": {"d": deployment(replicas=1, copies=3)}}, previous=first)
     assert [r.status for r in bigger.deployments[D].replicas] == ["retained"]
-    assert bigger.ledger.free[("a", "p")] == 1
+    assert bigger.free[("a", "p")] == 1
 
 
 def test_growing_copies_moves_the_replica_to_a_cluster_with_room():
@@ -336,3 +337,16 @@ def test_a_new_replica_takes_the_lowest_free_index():
     first["replicas"] = [r for r in first["replicas"] if r["index"] == 1]  # index 0 is gone
     result = plan(clusters, {"ml": {"d": deployment(replicas=3)}}, previous=_Doc(first))
     assert [(r.index, r.status) for r in result.deployments[D].replicas] == [(0, "new"), (1, "retained"), (2, "new")]
+
+
+def test_the_caches_footprint_wins_a_clash_with_the_deployments_selector_as_in_the_reference():
+    """`{**deployment_labels, **cache_labels}` (spec §4.2): the replica goes where the cache is staged."""
+    caches = {"ml": {"w": {**CACHES["ml"]["w"], "clusterSelector": {"matchLabels": {"region": "us"}}}}}
+    clusters = {"eu": cluster(("p", "small", 4), rwx="nfs", region="eu"),
+                "us": cluster(("p", "small", 4), rwx="nfs", region="us")}
+    result = plan(clusters, {"ml": {"d": deployment(replicas=2, modelCacheRef={"name": "w"},
+                                                    clusterSelector={"matchLabels": {"region": "eu"}})}},
+                  modelCaches=caches)
+    assert [c for c, _, _ in where(result)] == ["us", "us"]
+    assert {v.cluster: v.primary.code if v.primary else None for v in result.explain(D).verdicts} == \
+        {"eu": "OutsideCacheFootprint", "us": None}

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from modelplane.api import InferenceClass
-from modelplane.devices import (SelectorCache, SelectorCompileError, SelectorEvaluationError, evaluate,
-                                selector_problem)
+from modelplane.cel import SelectorCompileError, SelectorEvaluationError, selector_problem
+from modelplane.devices import SelectorCache, evaluate
 
 H100 = {
     "name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com", "count": 8,

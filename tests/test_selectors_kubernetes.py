@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from modelplane.devices import SelectorCompileError, SelectorEvaluationError, evaluate, selector_problem
-from modelplane.devices.checker import CONSUMABLE_CAPACITY, LIST_TYPE_ATTRIBUTES
+from modelplane.cel import SelectorCompileError, SelectorEvaluationError, selector_problem
+from modelplane.cel.checker import CONSUMABLE_CAPACITY, LIST_TYPE_ATTRIBUTES
+from modelplane.devices import evaluate
 
 DRA = "dra.example.com"
 COMPILE, RUNTIME = "compile error", "runtime error"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from modelplane.devices import SelectorCompileError, SelectorEvaluationError, evaluate
+from modelplane.cel import SelectorCompileError, SelectorEvaluationError
+from modelplane.devices import evaluate
 
 cel = pytest.importorskip("cel_expr_python.cel")
 ORACLE = cel.NewEnv()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from modelplane.devices import SelectorCompileError, SelectorEvaluationError, evaluate, selector_problem
+from modelplane.cel import SelectorCompileError, SelectorEvaluationError, selector_problem
+from modelplane.devices import evaluate
 
 DEVICE = {"driver": "gpu.example.com", "attributes": {"a": {"int": 1}, "s": {"string": "x"}, "v": {"version": "1.2.3"},
                                                      "b": {"bool": True}},

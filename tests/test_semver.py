@@ -1,4 +1,4 @@
-"""modelplane.devices.semver against the Go tables it ports.
+"""modelplane.cel.semver against the Go tables it ports.
 
 Sources:
 * blang/semver v4 `v4/semver_test.go` (formatTests, tolerantFormatTests, compareTests,
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelplane.devices.semver import Semver, SemverError, is_semver
+from modelplane.cel.semver import Semver, SemverError, is_semver
 
 
 def fields(v: Semver) -> tuple:

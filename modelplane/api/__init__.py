@@ -8,13 +8,12 @@ from .inference_gateway import InferenceGateway
 from .loading import KINDS, load_fleet
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment
-from .model_replica import ModelReplica, ModelReplicaSpec
 from .model_service import ModelEndpoint, ModelService
 from .serving_stack import ServingStack, ServingStackConfig
 
 __all__ = [
     "ConfigError", "ConfigIssue", "Fleet", "InferenceClass", "InferenceCluster", "InferenceGateway", "KINDS",
-    "ModelCache", "ModelDeployment", "ModelEndpoint", "ModelReplica", "ModelReplicaSpec", "ModelService",
+    "ModelCache", "ModelDeployment", "ModelEndpoint", "ModelService",
     "ModelplaneError", "NamespacedName", "SecretValue", "ServingStack", "ServingStackConfig", "StackFileError",
     "format_path", "load_fleet",
 ]

@@ -10,6 +10,7 @@ from pydantic_core import core_schema
 
 from . import syntax
 from .errors import shown
+from .labels import missing_labels
 
 PathPart = str | int
 
@@ -85,10 +86,6 @@ class SecretValue:
         self.plaintext = plaintext
         self.ciphertext = ciphertext
         self.declared_secure = declared_secure
-
-    @property
-    def is_available(self) -> bool:
-        return self.plaintext is not None
 
     def __repr__(self) -> str:
         return "SecretValue([secret])"
@@ -169,7 +166,7 @@ class LabelSelector(ApiModel):
     match_labels: MatchLabels | None = None
 
     def matches(self, labels: dict[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in (self.match_labels or {}).items())
+        return not missing_labels(labels, self.match_labels or {})
 
 
 class LocalRef(ApiModel):

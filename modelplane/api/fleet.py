@@ -8,6 +8,7 @@ from .errors import ConfigIssue
 from .inference_class import InferenceClass
 from .inference_cluster import InferenceCluster
 from .inference_gateway import InferenceGateway
+from .labels import missing_labels
 from .mirror import Mirror
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment
@@ -80,7 +81,7 @@ class Fleet:
         """Names (sorted) of clusters whose labels contain every pair of `match_labels`."""
         wanted = match_labels or {}
         return sorted(name for name, cluster in self.inference_clusters.items()
-                      if all(cluster.labels.get(k) == v for k, v in wanted.items()))
+                      if not missing_labels(cluster.labels, wanted))
 
     def deployments_in(self, namespace: str) -> Iterator[tuple[NamespacedName, ModelDeployment]]:
         return ((key, d) for key, d in sorted(self.model_deployments.items()) if key.namespace == namespace)

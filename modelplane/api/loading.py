@@ -12,7 +12,6 @@ from typing import Any, Callable, Collection, Literal, Mapping
 from pydantic import BaseModel, ValidationError
 
 from . import syntax
-from .cel_syntax import cel_syntax_problem
 from .common import SecretValue, Unreadable, decode_top_level
 from .errors import ConfigError, ConfigIssue, PathPart, shown, text_hidden
 from .fleet import Fleet, NamespacedName
@@ -71,16 +70,12 @@ _FLEET_FIELDS = {
 }
 
 
-SelectorCheck = Callable[[str], "str | None"]
-
-
-def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file",
-               selector_problem: SelectorCheck = cel_syntax_problem, secret_keys: Collection[str] = ()) -> Fleet:
+def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file", secret_keys: Collection[str] = ()) -> Fleet:
     """Validate `config` (keys without the `modelplane:` prefix) into a Fleet.
 
     Raises ConfigError with every issue found; each entity is validated on its own, so one bad
-    deployment does not hide the problems of another. `selector_problem` judges each device
-    selector; this layer only checks CEL syntax, `modelplane.devices` passes a full compiler.
+    deployment does not hide the problems of another. Each device selector gets the API server's
+    checks (`modelplane.cel.selector_problem`: syntax, compilation, size, estimated cost).
 
     `secret_keys` are the keys Pulumi marks secret (some leaf was set with `--secret`); their values
     arrive decrypted, with no mark on which leaf was the secret, so messages about them show no text.
@@ -108,7 +103,7 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file",
                                               "config was not checked: fix these and validate again"))
             raise ConfigError(issues)
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
-    errors, warnings = check_references(fleet, broken, selector_problem)
+    errors, warnings = check_references(fleet, broken)
     issues += errors
     if fleet.mirror is not None:
         warnings += fleet.mirror.warnings()

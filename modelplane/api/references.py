@@ -5,11 +5,12 @@ Returns (errors, warnings). Warnings are things that are legal but probably not 
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Iterable
+from typing import Iterable
 
-from .cel_syntax import cel_syntax_problem
+from ..cel import selector_problem
 from .errors import ConfigIssue, shown
 from .fleet import Fleet, NamespacedName
+from .labels import missing_labels
 from .model_deployment import ModelDeployment
 from .serving_stack import FAKE_GPU_DRIVER
 from .storage import rwx_storage_class
@@ -36,8 +37,7 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; known: {', '.join(known)}" if known else "; none are defined"
 
 
-def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset(),
-                     selector_problem: Callable[[str], str | None] = cel_syntax_problem,
+def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()
                      ) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
     """`broken` names objects that failed validation on their own: references to them are not
     reported again, so one mistake yields one error."""
@@ -46,7 +46,7 @@ def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()
     _check_clusters(fleet, errors, warnings, broken)
     _check_preinstalled(fleet, errors)
     _check_gateway(fleet, errors, broken)
-    _check_deployments(fleet, errors, warnings, broken, selector_problem)
+    _check_deployments(fleet, errors, warnings, broken)
     _check_services(fleet, errors, broken)
     _check_caches(fleet, warnings)
     return errors, warnings
@@ -129,8 +129,7 @@ def _check_gateway(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
                                   "set modelplane:inferenceGateway (the cluster it runs on)"))
 
 
-def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken,
-                       selector_problem: Callable[[str], str | None]) -> None:
+def _check_deployments(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken) -> None:
     selected: dict[tuple, bool] = {}  # per selector: does any cluster match? (a fleet has few selectors)
     for key, deployment in sorted(fleet.model_deployments.items()):
         at = ("modelDeployments", key.namespace, key.name, "template", "spec")
@@ -217,7 +216,7 @@ def _check_services(fleet: Fleet, errors: list[ConfigIssue], broken) -> None:
             wanted = endpoint.selector.match_labels or {}
             could = any(_possible_endpoint_labels_match(d, k.name, clusters, wanted)
                         for k, d in fleet.deployments_in(key.namespace))
-            could = could or any(all(e.labels.get(k) == v for k, v in wanted.items())
+            could = could or any(not missing_labels(e.labels, wanted)
                                  for k, e in fleet.model_endpoints.items() if k.namespace == key.namespace)
             if not could:
                 pairs = ", ".join(f"{k}={v}" for k, v in sorted(wanted.items())) or "(any)"

@@ -1,13 +1,6 @@
-"""DRA device selectors with Kubernetes' semantics (pure): the device model, CEL, quantity, semver."""
+"""DRA devices as selectors see them (pure): an InferenceClass devices[] entry as the CEL `device`
+value, and selectors evaluated against devices. The CEL engine itself is `modelplane.cel`."""
 from .device import device_key, device_value
-from .errors import SelectorCompileError, SelectorError, SelectorEvaluationError
-from .quantity import Quantity, QuantityError
-from .selectors import (CompiledSelector, SelectorCache, compile_selector, evaluate, selector_problem,
-                        validate_selector)
-from .semver import Semver, SemverError
+from .evaluation import SelectorCache, evaluate
 
-__all__ = [
-    "CompiledSelector", "Quantity", "QuantityError", "SelectorCache", "SelectorCompileError", "SelectorError",
-    "SelectorEvaluationError", "Semver", "SemverError", "compile_selector", "device_key", "device_value", "evaluate",
-    "selector_problem", "validate_selector",
-]
+__all__ = ["SelectorCache", "device_key", "device_value", "evaluate"]

@@ -11,10 +11,10 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from ..api.inference_class import DeviceSpec
-from .errors import SelectorEvaluationError
-from .interpreter import DeviceValue, DomainMap
-from .quantity import Quantity, QuantityError
-from .semver import Semver, SemverError
+from ..cel.errors import SelectorEvaluationError
+from ..cel.interpreter import DeviceValue, DomainMap
+from ..cel.quantity import Quantity, QuantityError
+from ..cel.semver import Semver, SemverError
 
 # Fields of a devices[] entry that a selector cannot see.
 _INVISIBLE = ("name", "claim", "count", "deviceClassName")

@@ -8,7 +8,6 @@ from pulumi.runtime import config as runtime_config
 
 from ..api import Fleet, SecretValue, load_fleet
 from ..api.errors import CONFIG_NAMESPACE
-from ..devices import selector_problem
 
 
 def read_config() -> dict[str, Any]:
@@ -36,8 +35,7 @@ def secret_config_keys(keys: Iterable[str]) -> set[str]:
 
 def load_fleet_from_pulumi() -> Fleet:
     config = read_config()
-    return load_fleet(config, origin="pulumi", selector_problem=selector_problem,
-                      secret_keys=secret_config_keys(config))
+    return load_fleet(config, origin="pulumi", secret_keys=secret_config_keys(config))
 
 
 def secret_output(value: SecretValue) -> pulumi.Output[str]:

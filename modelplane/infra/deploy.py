@@ -25,7 +25,7 @@ from ..render.fleet import WorkloadClusterParts, workload_cluster_parts, workloa
 from ..render.front_door import front_door_parts, front_door_stack, service_address
 from ..render.metallb import kind_cluster_names
 from ..render.secrets import placeholder
-from ..scheduling.result import PlanResult
+from ..scheduling import PlanResult
 from .backends.base import ClusterRequest, GpuPool
 from .components import (
     GatewayAlias,

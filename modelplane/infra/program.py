@@ -22,6 +22,7 @@ from pulumi.runtime.sync_await import _sync_await
 from ..api import ConfigError, Fleet, ModelplaneError
 from ..render.front_door import service_address
 from ..scheduling import PlanResult, load_previous, schedule
+from ..views import shortfall_warning
 from .config import load_fleet_from_pulumi
 from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
 from .sources import check_folder_mirror
@@ -65,8 +66,7 @@ def plan(fleet: Fleet, previous: Any) -> PlanResult:
     result = schedule(fleet, document)
     for deployment in result.deployments.values():
         if deployment.short:
-            pulumi.log.warn(f"{deployment.key}: {deployment.conditions[0].message}; "
-                            f"{result.explain(deployment.key).summary}")
+            pulumi.log.warn(shortfall_warning(result, deployment))
     return result
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api import Fleet, NamespacedName
+from ..scheduling import PlacedReplica, PlanResult
 from ..scheduling.names import child_name
-from ..scheduling.result import PlacedReplica, PlanResult
 from . import front_door
 from . import metallb as lb
 from . import serving_stack as ss

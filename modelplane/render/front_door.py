@@ -56,7 +56,7 @@ from ..api.serving_stack import ServingStack
 from ..api.model_service import EndpointAuth, ModelService
 from ..api.references import CLUSTER_LABEL, DEPLOYMENT_LABEL, INDEX_LABEL
 from ..scheduling.names import child_name
-from ..scheduling.result import PlacedReplica, PlanResult
+from ..scheduling import PlacedReplica, PlanResult
 from . import front_door_envoy as envoy
 from . import metallb as lb
 from .metallb import KIND_NETWORK, metallb

@@ -20,7 +20,7 @@ import yaml
 from ..api.model_deployment import Member as MemberSpec
 from ..api.model_deployment import ModelDeployment
 from ..scheduling.names import child_name
-from ..scheduling.result import EngineAssignment, MemberAssignment, PlacedReplica
+from ..scheduling import EngineAssignment, MemberAssignment, PlacedReplica
 from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, meta, replica_host
 
 ENGINE_PORT = 8000

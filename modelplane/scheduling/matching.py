@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..devices import SelectorCache, SelectorEvaluationError
+from ..cel import SelectorEvaluationError
+from ..devices import SelectorCache
 from . import reasons
 from .snapshot import DeviceKind, Member, Pool, Request
 

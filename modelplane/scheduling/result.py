@@ -1,127 +1,19 @@
-"""The scheduler's result: one object that the plan, explain, stack outputs and warnings all read."""
+"""The scheduler's result: data that the plan, explain, stack outputs and warnings all read.
+
+Frozen once planned. Explanations are part of it: each deployment's verdict per cluster for one
+more replica, read from the verdicts the plan itself recorded (scheduling/diagnosis.py).
+"""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
 from ..api import NamespacedName
-from . import reasons
-from .document import API_VERSION, KIND, PlacementDocument, pool_cost
-from .matching import ResolvedRequest
-
-if TYPE_CHECKING:
-    from .snapshot import Workload
-
-
-@dataclass(frozen=True)
-class MemberAssignment:
-    role: str
-    node_pool: str
-    pods: int
-    device_requests: tuple[ResolvedRequest, ...]  # empty for a claimless member (it costs no node)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role, "nodePool": self.node_pool, "pods": self.pods}
-        if self.device_requests:
-            out["deviceRequests"] = [{"name": r.name, "deviceClassName": r.device_class_name, "count": r.count,
-                                      "selectors": [{"cel": s} for s in r.selectors]} for r in self.device_requests]
-        return out
-
-
-@dataclass(frozen=True)
-class EngineAssignment:
-    name: str
-    copies: int
-    phase: str | None
-    members: tuple[MemberAssignment, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "copies": self.copies}
-        if self.phase:
-            out["phase"] = self.phase
-        out["members"] = [m.to_dict() for m in self.members]
-        return out
-
-
-@dataclass(frozen=True)
-class PlacedReplica:
-    key: NamespacedName  # the deployment
-    name: str
-    cluster: str
-    index: int
-    engines: tuple[EngineAssignment, ...]
-    status: str  # "retained" | "new"
-
-    @property
-    def pools(self) -> list[str]:
-        return sorted({m.node_pool for e in self.engines for m in e.members})
-
-    def node_cost(self) -> int:
-        return sum(m.pods * e.copies for e in self.engines for m in e.members if m.device_requests)
-
-    def pool_cost(self) -> dict[str, int]:
-        """Nodes it occupies per pool at this plan's shape."""
-        return pool_cost(self.engines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.key.namespace, "deployment": self.key.name, "name": self.name,
-                "cluster": self.cluster, "index": self.index, "engines": [e.to_dict() for e in self.engines]}
-
-
-@dataclass(frozen=True)
-class RemovedReplica:
-    replica: PlacedReplica
-    reason: reasons.Reason
-
-
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: str
-    reason: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message}
-
-
-@dataclass(frozen=True)
-class DeploymentPlan:
-    key: NamespacedName
-    desired: int
-    replicas: tuple[PlacedReplica, ...]
-    conditions: tuple[Condition, ...]
-    removed: tuple[RemovedReplica, ...] = ()
-
-    @property
-    def scheduled(self) -> int:
-        return len(self.replicas)
-
-    @property
-    def short(self) -> bool:
-        return self.scheduled < self.desired
-
-    def by_cluster(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for replica in self.replicas:
-            counts[replica.cluster] = counts.get(replica.cluster, 0) + 1
-        return counts
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.key.namespace, "name": self.key.name, "replicas": self.desired,
-                "scheduled": self.scheduled, "conditions": [c.to_dict() for c in self.conditions]}
-
-
-def conditions_for(workload: "Workload", replicas: list, any_candidate: bool) -> tuple[Condition, ...]:
-    """ReplicasScheduled, False whenever short (unlike the reference's issue #437)."""
-    message = f"Scheduled {len(replicas)} of {workload.replicas} replicas"
-    if not any_candidate:
-        return (Condition("ReplicasScheduled", "False", "NoClusters",
-                          "No InferenceCluster matches the clusterSelector (and ModelCache footprint)"),)
-    if len(replicas) < workload.replicas:
-        return (Condition("ReplicasScheduled", "False", "InsufficientCapacity", message),)
-    return (Condition("ReplicasScheduled", "True", "ReplicasCreated", message),)
+from .reasons import Reason
+from .document import API_VERSION, KIND, PlacementDocument
+from .placement import DeploymentPlan, PlacedReplica, RemovedReplica
+from .snapshot import Cluster
 
 
 @dataclass(frozen=True)
@@ -131,11 +23,11 @@ class ClusterVerdict:
     cluster: str
     hosts: int  # replicas of this deployment on it
     available: bool  # could take one more
-    reasons: tuple[reasons.Reason, ...]
+    reasons: tuple[Reason, ...]
     free: dict[str, int] = field(default_factory=dict)  # pool -> free nodes
 
     @property
-    def primary(self) -> reasons.Reason | None:
+    def primary(self) -> Reason | None:
         return self.reasons[0] if self.reasons else None
 
 
@@ -147,16 +39,14 @@ class Explanation:
     summary: str  # "0/3 clusters are available: ...", the aggregate of the verdicts' primary reasons
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlanResult:
-    deployments: dict[NamespacedName, DeploymentPlan]
-    ledger: Any
-    orphans: tuple[RemovedReplica, ...]
-    clusters: tuple
-    workloads: tuple
-    fits: dict
-    matcher: Any
-    _diagnosis: Any = field(default=None, init=False, repr=False, compare=False)
+    deployments: Mapping[NamespacedName, DeploymentPlan]  # in (namespace, name) order
+    orphans: tuple[RemovedReplica, ...]  # replicas of deployments no longer in the config
+    clusters: tuple[Cluster, ...]  # the fleet as planned: pools with their declared nodes
+    free: Mapping[tuple[str, str], int]  # (cluster, pool) -> nodes left after this plan
+    # Computed on first read, then kept; not compared (equal plans explain alike).
+    explanations: Mapping[NamespacedName, Explanation] = field(compare=False, repr=False)
 
     def replicas(self) -> list[PlacedReplica]:
         return [r for plan in self.deployments.values() for r in plan.replicas]
@@ -176,8 +66,4 @@ class PlanResult:
         return json.dumps(self.document_data(), indent=2) + "\n"
 
     def explain(self, key: NamespacedName) -> Explanation:
-        if self._diagnosis is None:
-            from .diagnosis import Diagnosis  # diagnosis reads the result; kept out of the hot path
-
-            self._diagnosis = Diagnosis(self)
-        return self._diagnosis.explain(key)
+        return self.explanations[key]

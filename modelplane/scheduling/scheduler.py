@@ -17,136 +17,21 @@ Deterministic: inputs are sorted and every tie-break ends in a name.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..api import Fleet, NamespacedName
 from ..devices import SelectorCache
 from . import reasons
+from .diagnosis import Explanations
 from .document import DocReplica, PlacementDocument
+from .filters import DEVICES, KEEP, ClusterVerdicts, engine_rejection, first_failure, has_room
+from .fit import Fit, Ledger, assignment, place_engines
 from .matching import Matcher, ResolvedRequest
 from .names import NameBook, replica_identity, replica_name
-from .result import (DeploymentPlan, EngineAssignment, MemberAssignment, PlacedReplica, PlanResult, RemovedReplica,
-                     conditions_for)
-from .snapshot import (Cluster, Engine, Pool, Workload, cache_unstageable, clusters_of, missing_labels, untolerated,
-                       workloads_of)
-
-
-@dataclass
-class Ledger:
-    """Free nodes per (cluster, pool): declared nodeCount minus what replicas occupy."""
-
-    capacity: dict[tuple[str, str], int]
-    free: dict[tuple[str, str], int]
-    pools: dict[str, tuple[str, ...]]
-    most_free: dict[str, int]  # per cluster: free nodes of its emptiest pool, a quick "is it full?"
-
-    @classmethod
-    def of(cls, clusters: tuple[Cluster, ...]) -> "Ledger":
-        capacity = {(c.name, p.name): p.nodes for c in clusters for p in c.pools}
-        pools = {c.name: tuple(p.name for p in c.pools) for c in clusters}
-        most_free = {c.name: max((p.nodes for p in c.pools), default=0) for c in clusters}
-        return cls(capacity, dict(capacity), pools, most_free)
-
-    def charge(self, cluster: str, pool: str, nodes: int) -> None:
-        if (cluster, pool) in self.free:
-            self.free[(cluster, pool)] -= nodes
-            self.most_free[cluster] = max(self.free[(cluster, p)] for p in self.pools[cluster])
-
-
-class _Fit:
-    """Per workload, ignoring capacity: how each member resolves on each device class, and per
-    cluster shape (its pools' classes) the pools each engine could use, with their node cost."""
-
-    def __init__(self, workload: Workload, matcher: Matcher) -> None:
-        self.workload, self.matcher = workload, matcher
-        # No engine fits on fewer free nodes than its cheapest claiming member needs.
-        self.least_nodes = max((min((m.pods * e.copies for m in e.members if m.requests), default=0)
-                                for e in workload.engines), default=0)
-        self._by_class: dict[str, tuple] = {}
-        self._by_shape: dict[tuple[str, ...], tuple | None] = {}
-        self._by_cluster: dict[str, tuple | None] = {}
-
-    def engine_on(self, pool: Pool, engine: Engine) -> tuple:
-        """Per member: its resolved DRA requests on this pool (empty: only Synthetic), or None."""
-        key = pool.class_name
-        if key not in self._by_class:
-            self._by_class[key] = tuple(tuple(self.matcher.fits(pool, m) for m in e.members)
-                                        for e in self.workload.engines)
-        return self._by_class[key][engine.index]
-
-    def claimable(self, cluster: Cluster, engine: Engine) -> list[bool]:
-        """Per member: does some pool give it at least one DRA device (capacity ignored)?"""
-        per_pool = [self.engine_on(p, engine) for p in cluster.pools]
-        return [any(bool(r[i]) for r in per_pool) for i in range(len(engine.members))]
-
-    def options(self, cluster: Cluster) -> tuple | None:
-        """Per engine, the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
-        if cluster.name in self._by_cluster:
-            return self._by_cluster[cluster.name]
-        shape = tuple(p.class_name for p in cluster.pools)
-        if shape not in self._by_shape:
-            self._by_shape[shape] = self._options(cluster)
-        found = self._by_shape[shape]
-        # Shapes are shared across clusters; pool names are not.
-        options = None if found is None else tuple(
-            tuple((cluster.pools[i], resolved, cost) for i, resolved, cost in engine) for engine in found)
-        self._by_cluster[cluster.name] = options
-        return options
-
-    def _options(self, cluster: Cluster) -> tuple | None:
-        per_engine = []
-        for engine in self.workload.engines:
-            if len(engine.members) == 1:  # the common case: a pool is an option iff it gives a DRA device
-                cost = engine.members[0].pods * engine.copies
-                options = tuple((i, resolved, cost) for i, pool in enumerate(cluster.pools)
-                                if (resolved := self.engine_on(pool, engine))[0])
-                if not options:
-                    return None
-                per_engine.append(options)
-                continue
-            claimable = self.claimable(cluster, engine)
-            if not any(claimable):
-                return None  # only Synthetic matches, or no match at all, anywhere on the cluster
-            options = []
-            for i, pool in enumerate(cluster.pools):
-                resolved = self.engine_on(pool, engine)
-                if any(r is None for r in resolved):
-                    continue  # a member does not match this pool
-                if any(c and not r for c, r in zip(claimable, resolved)):
-                    continue  # don't strand a claim-capable member on a Synthetic-only match
-                options.append((i, resolved, sum(m.pods * engine.copies for m, r in zip(engine.members, resolved) if r)))
-            if not options:
-                return None
-            per_engine.append(tuple(options))
-        return tuple(per_engine)
-
-
-def place_engines(cluster: Cluster, workload: Workload, fit: _Fit, ledger: Ledger) -> list[EngineAssignment] | None:
-    """§4.4: every engine on one pool, in declared order, against a trial copy of the ledger."""
-    if ledger.most_free.get(cluster.name, 0) < fit.least_nodes:
-        return None
-    options = fit.options(cluster)
-    if options is None:
-        return None
-    trial: dict[str, int] = {}
-    placed = []
-    for engine, choices in zip(workload.engines, options):
-        for pool, resolved, cost in choices:
-            free = trial.get(pool.name)
-            if free is None:
-                free = ledger.free.get((cluster.name, pool.name), 0)
-            if free >= cost:
-                trial[pool.name] = free - cost
-                placed.append(_assignment(engine, pool, resolved))
-                break
-        else:
-            return None
-    return placed
-
-
-def _assignment(engine: Engine, pool: Pool, resolved: tuple) -> EngineAssignment:
-    return EngineAssignment(engine.name, engine.copies, engine.phase, tuple(
-        MemberAssignment(m.role, pool.name, m.pods, tuple(r)) for m, r in zip(engine.members, resolved)))
+from .placement import (DeploymentPlan, EngineAssignment, MemberAssignment, PlacedReplica, RemovedReplica,
+                        conditions_for)
+from .result import PlanResult
+from .snapshot import Cluster, Workload, clusters_of, workloads_of
 
 
 def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors: SelectorCache | None = None) -> PlanResult:
@@ -155,8 +40,8 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     by_name = {c.name: c for c in clusters}
     workloads = workloads_of(fleet)
     matcher = Matcher(selectors)
-    shared: dict[tuple, _Fit] = {}
-    fits = {w.key: shared.setdefault(w.signature, _Fit(w, matcher)) for w in workloads}
+    shared: dict[tuple, Fit] = {}
+    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher)) for w in workloads}
     ledger = Ledger.of(clusters)
 
     # The document guarantees one entry per (namespace, deployment, cluster, index); sorting by it
@@ -180,9 +65,9 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     stamped = {_identity(r): r for r in previous.replicas}
     removed += _charge_retained(retained, stamped, ledger)
 
-    eligibility = Eligibility(clusters)
+    verdicts = ClusterVerdicts(clusters)
     full: dict[tuple, set[str]] = {}  # per signature: clusters that could not take one; the ledger only shrinks
-    placed = {w.key: _fill(w, retained[w.key], eligibility.for_new(w), fits[w.key], ledger,
+    placed = {w.key: _fill(w, retained[w.key], verdicts.eligible(w), fits[w.key], ledger,
                            full.setdefault(w.signature, set())) for w in workloads}
     _name_replicas(fleet, workloads, retained, placed, removed, stamped)
 
@@ -193,10 +78,10 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     for workload in workloads:
         replicas = sorted(retained[workload.key] + placed[workload.key], key=lambda r: (r.cluster, r.index))
         plans[workload.key] = DeploymentPlan(workload.key, workload.replicas, tuple(replicas),
-                                             conditions_for(workload, replicas, eligibility.any_candidate(workload)),
+                                             conditions_for(workload, replicas, verdicts.any_candidate(workload)),
                                              tuple(removed_from.get(workload.key, ())))
     orphans = tuple(r for r in removed if r.replica.key not in plans)
-    return PlanResult(plans, ledger, orphans, clusters, workloads, fits, matcher)
+    return PlanResult(plans, orphans, clusters, dict(ledger.free), Explanations(plans, workloads, fits, ledger, verdicts))
 
 
 def _identity(doc: DocReplica) -> tuple[str, str, str, int]:
@@ -220,7 +105,7 @@ def _charge_retained(retained: dict[NamespacedName, list[PlacedReplica]], stampe
     for replica in sorted(everyone, key=lambda r: (grew(r), r.index, r.key.namespace, r.key.name, r.cluster)):
         cost = replica.pool_cost()
         short = next(((pool, nodes) for pool, nodes in sorted(cost.items())
-                      if ledger.free.get((replica.cluster, pool), 0) < nodes), None)
+                      if not has_room(ledger.free.get((replica.cluster, pool), 0), nodes)), None)
         if short is None:
             for pool, nodes in cost.items():
                 ledger.charge(replica.cluster, pool, nodes)
@@ -264,27 +149,19 @@ def _doc_placed(doc: DocReplica, status: str = "retained") -> PlacedReplica:
 
 
 def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, Cluster],
-            fit: _Fit) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
-    """§4.6: keep each previous replica where it is while it is still eligible there (the document
-    holds one entry per cluster and index, so two never claim one identity)."""
+            fit: Fit) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
+    """§4.6: keep each previous replica where it is while the `KEEP` filters pass and its engines
+    still fit their pinned pools (the document holds one entry per cluster and index, so two never
+    claim one identity)."""
     kept: list[PlacedReplica] = []
     dropped: list[RemovedReplica] = []
     for doc in earlier:
         cluster = clusters.get(doc.cluster)
-        why = None
+        engines = None
         if cluster is None:
             why = reasons.Reason("ClusterRemoved", "cluster removed", f"cluster {doc.cluster} is no longer in the fleet")
-        elif missing := missing_labels(cluster.labels, workload.selector):
-            why = reasons.not_selected(missing)
-        elif missing_labels(cluster.labels, workload.cache_selector):
-            why = reasons.outside_cache(workload.cache_selector)
-        elif (unstageable := cache_unstageable(cluster, workload)) is not None:
-            why = unstageable
-        else:
-            why = untolerated(cluster, workload, ("NoExecute",))
-        engines = None
-        if why is None:
-            engines, why = _re_resolve(workload, doc, cluster, fit)
+        elif (why := first_failure(KEEP, cluster, workload)) is None:
+            engines, why = _on_pinned_pools(workload, doc, cluster, fit)
         if why is not None:
             dropped.append(RemovedReplica(_doc_placed(doc), why))
             continue
@@ -292,8 +169,9 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
     return kept, dropped
 
 
-def _re_resolve(workload: Workload, doc: DocReplica, cluster: Cluster, fit: _Fit):
-    """The retained replica's engines re-resolved on its pinned pools, or why it must be re-placed."""
+def _on_pinned_pools(workload: Workload, doc: DocReplica, cluster: Cluster, fit: Fit):
+    """The kept replica's engines through the pool filters on the pools they are pinned to (capacity
+    is charged later, for every kept replica at once), or why it must be placed again."""
     if len(doc.engines) != len(workload.engines):
         return None, reasons.no_longer_fits(f"the deployment now has {len(workload.engines)} engine(s), "
                                             f"the replica {len(doc.engines)}")
@@ -307,19 +185,19 @@ def _re_resolve(workload: Workload, doc: DocReplica, cluster: Cluster, fit: _Fit
             return None, reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
         if len({m.node_pool for m in observed.members}) > 1:
             return None, reasons.no_longer_fits(f"engine {engine.name} was split across pools")
-        members = []
-        for member, stamped in zip(engine.members, observed.members):
-            pool = cluster.pool(stamped.node_pool)
-            if pool is None:
-                return None, reasons.no_longer_fits(f"pool {stamped.node_pool} is no longer published")
-            resolved = fit.matcher.fits(pool, member)
-            if resolved is None:
-                reason = fit.matcher.why_not(pool, member, engine.name)
-                return None, reasons.no_longer_fits(reason.detail if reason else f"pool {pool.name} no longer matches")
-            members.append(MemberAssignment(member.role, pool.name, member.pods, tuple(resolved)))
-        if not any(m.device_requests for m in members):
+        pool = cluster.pool(observed.members[0].node_pool)
+        if pool is None:
+            return None, reasons.no_longer_fits(f"pool {observed.members[0].node_pool} is no longer published")
+        resolved = fit.engine_on(pool, engine)
+        # Pinned: only this pool may give the engine's members their DRA devices.
+        rejection = engine_rejection(resolved, tuple(bool(r) for r in resolved))
+        if rejection == DEVICES:
+            member = engine.members[resolved.index(None)]
+            reason = fit.matcher.why_not(pool, member, engine.name)
+            return None, reasons.no_longer_fits(reason.detail if reason else f"pool {pool.name} no longer matches")
+        if rejection is not None:
             return None, reasons.no_longer_fits(f"engine {engine.name} would claim no DRA device")
-        engines.append(EngineAssignment(engine.name, engine.copies, engine.phase, tuple(members)))
+        engines.append(assignment(engine, pool.name, resolved))
     return tuple(engines), None
 
 
@@ -338,43 +216,7 @@ def _scale_down(kept: list[PlacedReplica], desired: int) -> tuple[list[PlacedRep
     return survivors, removed
 
 
-def eligible_for_new(cluster: Cluster, workload: Workload) -> bool:
-    return not missing_labels(cluster.labels, workload.selector) and \
-        not missing_labels(cluster.labels, workload.cache_selector) and \
-        cache_unstageable(cluster, workload) is None and \
-        untolerated(cluster, workload, ("NoSchedule", "NoExecute")) is None
-
-
-class Eligibility:
-    """Clusters a workload may get new replicas on, memoised by what decides it (selectors, tolerations)."""
-
-    def __init__(self, clusters: tuple[Cluster, ...]) -> None:
-        self.clusters = clusters
-        self._candidates: dict[tuple, bool] = {}
-        self._new: dict[tuple, list[Cluster]] = {}
-
-    @staticmethod
-    def _selectors(workload: Workload) -> tuple:
-        return (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())),
-                workload.cache is not None)
-
-    def any_candidate(self, workload: Workload) -> bool:
-        """Does any cluster match the selector and cache footprint, with storage for the cache (taints aside)?"""
-        key = self._selectors(workload)
-        if key not in self._candidates:
-            wanted = {**workload.selector, **workload.cache_selector}
-            self._candidates[key] = any(not missing_labels(c.labels, wanted) and cache_unstageable(c, workload) is None
-                                        for c in self.clusters)
-        return self._candidates[key]
-
-    def for_new(self, workload: Workload) -> list[Cluster]:
-        key = (*self._selectors(workload), workload.tolerations)
-        if key not in self._new:
-            self._new[key] = [c for c in self.clusters if eligible_for_new(c, workload)]
-        return self._new[key]
-
-
-def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster], fit: _Fit,
+def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster], fit: Fit,
           ledger: Ledger, full: set[str]) -> list[PlacedReplica]:
     """§4.9: one replica at a time to the eligible cluster with the fewest of this deployment's replicas."""
     missing = workload.replicas - len(kept)

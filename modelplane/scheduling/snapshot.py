@@ -12,7 +12,6 @@ from ..api.inference_cluster import Taint
 from ..api.storage import rwx_storage_class
 from ..api.model_deployment import ModelDeployment, Toleration
 from ..devices import device_key
-from . import reasons
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ class Workload:
     key: NamespacedName
     replicas: int
     engines: tuple[Engine, ...]
-    selector: dict  # clusterSelector.matchLabels
+    selector: dict  # clusterSelector.matchLabels, less the keys its ModelCache's selector sets
     cache_selector: dict  # the referenced ModelCache's clusterSelector.matchLabels (its footprint)
     tolerations: tuple[Toleration, ...]
     cache: str | None = None  # the ModelCache it mounts (it stages only on clusters with RWX storage)
@@ -128,27 +127,9 @@ def workload_of(fleet: Fleet, key: NamespacedName, deployment: ModelDeployment) 
         if cache is not None and cache.cluster_selector and cache.cluster_selector.match_labels:
             cache_selector = dict(cache.cluster_selector.match_labels)
     selector = dict(spec.cluster_selector.match_labels or {}) if spec.cluster_selector else {}
+    # The reference merges the two with the cache winning a clash (spec §4.2): the deployment's own
+    # pairs count only where the cache does not set the key.
+    selector = {k: v for k, v in selector.items() if k not in cache_selector}
     cache = spec.model_cache_ref.name if spec.model_cache_ref is not None else None
     return Workload(key, deployment.replicas, tuple(engines), selector, cache_selector, tuple(spec.tolerations or ()),
                     cache)
-
-
-def untolerated(cluster: Cluster, workload: Workload, effects: tuple[str, ...]) -> reasons.Reason | None:
-    """The first taint with one of `effects` that no toleration tolerates (Kubernetes' rule)."""
-    for taint in cluster.taints:
-        if taint.effect in effects and not any(t.tolerates(taint.key, taint.value, taint.effect)
-                                               for t in workload.tolerations):
-            return reasons.evicted(taint.key, taint.value) if effects == ("NoExecute",) else \
-                reasons.untolerated_taint(taint.key, taint.value, taint.effect)
-    return None
-
-
-def cache_unstageable(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
-    """A cached deployment needs its cache's volume: no RWX storage, no replica (vLLM would serve its default)."""
-    if workload.cache is not None and not cluster.rwx_storage:
-        return reasons.no_cache_storage(f"{workload.key.namespace}/{workload.cache}")
-    return None
-
-
-def missing_labels(labels: dict, wanted: dict) -> dict:
-    return {k: v for k, v in wanted.items() if labels.get(k) != v}

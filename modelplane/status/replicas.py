@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Literal
 
 from ..scheduling import PlacementDocument, PlanResult
-from ..scheduling.result import PlacedReplica, RemovedReplica
+from ..scheduling import PlacedReplica, RemovedReplica
 
 Change = Literal["none", "add", "remove", "move"]
 SCALED_DOWN = "ScaledDown"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..scheduling import PlanResult
-from ..scheduling.result import Condition
+from ..scheduling import Condition
 from .observations import ClusterReading, Probe, ReplicaPods
 from .replicas import WatchedReplica
 

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
-from modelplane.devices import SelectorCache, SelectorCompileError, SelectorEvaluationError, validate_selector
+from modelplane.cel import SelectorCompileError, SelectorEvaluationError, validate_selector
+from modelplane.devices import SelectorCache
 
 if TYPE_CHECKING:
     from .kube_api import KubeApi

@@ -78,8 +78,6 @@ class ClusterAccess:
     # Set on clusters without a cloud load balancer (kind): the address range MetalLB hands out,
     # inside the nodes' network. Cloud clusters leave it None.
     metallb_pool: pulumi.Output[str] | None = None
-    # The serving stack's `nvidiaDriverRoot` where the cloud installs the driver elsewhere (GKE).
-    nvidia_driver_root: str | None = None
 
     def deployed_values(self) -> dict[str, pulumi.Input[str]]:
         """Values the cluster has once deployed, by the name rendered placeholders give them

@@ -14,14 +14,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ...api.fleet import GKE_NVIDIA_DRIVER_ROOT
-
 from ...render.cache import GKE_NETWORK_NAME
 from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 IMAGE_TYPE = "COS_CONTAINERD"
-NVIDIA_DRIVER_ROOT = GKE_NVIDIA_DRIVER_ROOT  # where GKE installs the driver on COS
 DRA_DRIVER_LABEL = "cloud.google.com/gke-nvidia-gpu-dra-driver"  # lets the autoscaler scale DRA pools from 0
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM, not scopes, limits what nodes do
 
@@ -72,7 +69,7 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> GKEAccess:
     gpu = [_gpu_node_pool(request, pool, cluster, opts) for pool in request.pools]
 
     return GKEAccess(kubeconfig=pulumi.Output.secret(_kubeconfig(name, cluster)), ready=[system, *gpu],
-                     nvidia_driver_root=NVIDIA_DRIVER_ROOT, network_name=network.name)
+                     network_name=network.name)
 
 
 def _seeded_once(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import lark
 
-from ..api.cel_syntax import WRAPPERS, CelSyntaxError, chain_terms, parse_cel, unary_run
+from .syntax import WRAPPERS, CelSyntaxError, chain_terms, parse_cel, unary_run
 from .errors import SelectorCompileError
 from .values import UInt
 

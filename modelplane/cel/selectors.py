@@ -1,28 +1,22 @@
-"""Device selectors: compile once per process, evaluate against device kinds, memoise the answers.
-
-`evaluate(expression, device)` is the whole contract: True or False exactly where Kubernetes'
-DRA allocator would say so, SelectorCompileError where the API server would refuse the
-expression, SelectorEvaluationError where allocation would abort with a CEL runtime error.
+"""Device selector expressions: compile once per process, and the API server's checks for config.
 
 The environment is Kubernetes 1.34 with its default feature gates, for the API server and the
 scheduler alike: what an alpha gate adds (`device.allowMultipleAllocations`, `includes()`) is a
 compile error naming the gate (checker.GATED_FIELDS, checker.GATED_FUNCTIONS). Only
-`compile_selector`/`evaluate` take `gates`, for Kubernetes' own gate-on test cases; nothing that
-reads config passes it.
+`compile_selector` (and `modelplane.devices.evaluate`) take `gates`, for Kubernetes' own gate-on
+test cases; nothing that reads config passes it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Callable
 
-from ..api.cel_syntax import cel_syntax_problem
-from ..api.inference_class import DeviceSpec
-from . import cel_ast, checker
+from . import checker, tree
 from .checker import NO_GATES
-from .device import device_key, device_value, device_value_for_key
 from .errors import CelRuntimeError, SelectorCompileError, SelectorEvaluationError
 from .interpreter import BUDGET, Budget, CostLimitExceeded, DeviceValue, compile_node
+from .syntax import cel_syntax_problem
 from .values import type_name
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
@@ -58,7 +52,7 @@ def compile_selector(expression: str, gates: frozenset[str] = NO_GATES) -> Compi
     `gates`: alpha feature gates to treat as on; none (Kubernetes' defaults) unless a test asks.
     """
     try:  # parse_cel bounds the nesting; the RecursionError guard is a second line of defence
-        parsed = cel_ast.parse(expression)
+        parsed = tree.parse(expression)
         checked = checker.check(parsed.root, gates)
         return CompiledSelector(expression, checked.cost, compile_node(parsed.root), parsed.functions)
     except RecursionError:
@@ -86,37 +80,3 @@ def selector_problem(expression: str) -> str | None:
     except SelectorCompileError as error:
         return f"CEL compile error: {error}\n      {expression.strip()}"
     return None
-
-
-def evaluate(expression: str, device: Mapping[str, Any] | DeviceSpec, *, gates: frozenset[str] = NO_GATES) -> bool:
-    """Does `device` (an InferenceClass devices[] entry, as in config) satisfy `expression`?"""
-    return compile_selector(expression, frozenset(gates)).matches(device_value(device))
-
-
-class SelectorCache:
-    """Answers per (expression, device kind), for the scheduler: a fleet has few distinct pairs.
-
-    An answer is True, False, or the SelectorEvaluationError it raised; `evaluations` counts the
-    real evaluations, `lookups` every question asked. Pass a `device_key()` computed once per
-    device kind instead of the device itself on hot paths.
-    """
-
-    def __init__(self) -> None:
-        self._answers: dict[tuple[str, str], bool | SelectorEvaluationError] = {}
-        self.evaluations = 0
-        self.lookups = 0
-
-    def matches(self, expression: str, device: str | Mapping[str, Any] | DeviceSpec) -> bool | SelectorEvaluationError:
-        self.lookups += 1
-        key = (expression, device if isinstance(device, str) else device_key(device))
-        answer = self._answers.get(key)
-        if answer is None:
-            self.evaluations += 1
-            try:
-                answer = compile_selector(expression).matches(device_value_for_key(key[1]))
-            except SelectorEvaluationError as error:
-                answer = error
-            except SelectorCompileError as error:  # validation refuses these; if one gets here, allocation aborts
-                answer = SelectorEvaluationError(f"CEL compile error: {error}")
-            self._answers[key] = answer
-        return answer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from .cel_ast import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
+from .tree import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .errors import CelRuntimeError
 from .library import FUNCTIONS, contains, runtime_accepts
 from .values import MISSING, NONE, CelType, OptionalValue, UInt, compare, equals, go_type_name, lookup_key, type_name

@@ -16,7 +16,7 @@ from typing import Callable
 from . import regex
 from .errors import CelRuntimeError
 from .quantity import Quantity, QuantityError
-from .semver import Semver, SemverError
+from .semver import Semver, SemverError, is_semver
 from .types import (BOOL, BYTES, DOUBLE, DYN, INT, LIST_DYN, MAP_DYN, NULL, OPTIONAL_DYN, QUANTITY, SEMVER, STRING,
                     TYPE, UINT, Type, list_of)
 from .values import MISSING, NONE, CelType, OptionalValue, UInt, compare, equals, lookup_key, type_name
@@ -570,16 +570,8 @@ define("semver", (STRING,), SEMVER)(_parse_semver)
 define("semver", (STRING, BOOL), SEMVER)(_parse_semver)
 
 
-def _is_semver(text: str, normalize: bool = False) -> bool:
-    try:
-        Semver.parse(text, normalize=normalize)
-        return True
-    except SemverError:
-        return False
-
-
-define("isSemver", (STRING,), BOOL)(_is_semver)
-define("isSemver", (STRING, BOOL), BOOL)(_is_semver)
+define("isSemver", (STRING,), BOOL)(is_semver)
+define("isSemver", (STRING, BOOL), BOOL)(is_semver)
 define("major", (SEMVER,), INT, member=True)(lambda v: v.major)
 define("minor", (SEMVER,), INT, member=True)(lambda v: v.minor)
 define("patch", (SEMVER,), INT, member=True)(lambda v: v.patch)
@@ -631,13 +623,3 @@ def runtime_accepts(param: Type, value: object) -> bool:
     if isinstance(param, tuple):
         return isinstance(value, {"list": list, "map": dict, "optional": OptionalValue}[param[0]])
     return _RUNTIME_TYPES[param](value)
-
-
-def dispatch(name: str, args: tuple, member: bool) -> object:
-    """Call the overload of `name` matching the runtime argument types, or fail like cel-go."""
-    for overload in FUNCTIONS.get(name, ()):
-        if overload.member == member and len(overload.params) == len(args) and \
-                all(runtime_accepts(p, a) for p, a in zip(overload.params, args)):
-            return overload.impl(*args)
-    shown = ", ".join(type_name(a) for a in args)
-    raise fail(f"no such overload: {name}({shown})")

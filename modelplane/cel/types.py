@@ -13,7 +13,6 @@ BOOL, INT, UINT, DOUBLE, STRING, BYTES = "bool", "int", "uint", "double", "strin
 NULL, DYN, TYPE = "null_type", "dyn", "type"
 QUANTITY, SEMVER = "kubernetes.Quantity", "kubernetes.Semver"
 DEVICE = "kubernetes.DRADevice"
-NUMBERS = (INT, UINT, DOUBLE)
 
 
 def list_of(element: Type) -> Type:

@@ -2,7 +2,7 @@
 
 cel-python's lark grammar, extended with the optional syntax Kubernetes enables (`x.?field`,
 `m[?key]`) and that its own error hints recommend. Full compilation (functions, fields, types,
-cost) belongs to `modelplane.devices`, which parses with `parse_cel` from here.
+cost) is `modelplane.cel.selectors`, which parses with `parse_cel` from here (through `tree`).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _parser() -> lark.Lark:
     grammar = (Path(spec.origin).parent / "cel.lark").read_text()
     member_rule = re.search(r"^member\s*:.*$", grammar, re.M)
     if member_rule is None:  # pragma: no cover - a cel-python upgrade changed the grammar
-        raise RuntimeError("cel-python's grammar has no 'member' rule; update modelplane.api.cel_syntax")
+        raise RuntimeError("cel-python's grammar has no 'member' rule; update modelplane.cel.syntax")
     extended = grammar.replace(member_rule.group(0), member_rule.group(0) + " | member_dot_opt | member_index_opt")
     return lark.Lark(extended + _OPTIONAL_RULES, parser="lalr", start="expr", g_regex_flags=re.M,
                      lexer_callbacks={"IDENT": _literal_keywords}, propagate_positions=True,
@@ -72,7 +72,7 @@ def parse_cel(expression: str) -> lark.Tree:
 
 
 # cel-go's parser refuses more than 250 levels ("expression recursion limit exceeded: 250",
-# parser.maxRecursionDepth). modelplane.devices walks the tree recursively in Python, about three
+# parser.maxRecursionDepth). modelplane.cel walks the tree recursively in Python, about three
 # frames per level against a default limit of 1000 shared with the caller (Pulumi, pytest), so we
 # stop at 100; real selectors nest fewer than 10 levels.
 MAX_NESTING = 100
@@ -87,7 +87,7 @@ _NOT_NODES = {"exprlist", "mapinits", "fieldinits", "relation_lt", "relation_le"
 def nesting(tree: lark.Tree) -> tuple[int, lark.Tree | None]:
     """How deep the evaluated tree nests, and the first node beyond MAX_NESTING (None if within).
 
-    Counts what `modelplane.devices.cel_ast` builds, plus parentheses (cel-go counts those too):
+    Counts what `modelplane.cel.tree` builds, plus parentheses (cel-go counts those too):
     a flat `&&`/`||` chain of n terms becomes a balanced tree, ceil(log2 n) levels, as in cel-go;
     a run of the same unary operator (`!!!x`) is one level at most, as in cel-go. Iterative.
     """
