@@ -126,7 +126,7 @@ def test_render_front_door_has_no_crd_manifest():
     from modelplane.scheduling import schedule
 
     fleet = load_fleet(own_front_door(["gatewayApi"]), origin="pulumi")
-    front = fd.render_front_door(fleet, schedule(fleet), {})
+    front = fd.front_door_parts(fleet, schedule(fleet), {}).manifests()
     assert front.remote_manifests == []
     assert [r.name for r in front.releases] == ["metallb", "traefik"]
 

@@ -21,11 +21,9 @@ from modelplane.render.sources import (
     digest_problem,
     fill_commands,
     manifest_file_name,
-    mirror_cluster,
     mirror_manifest,
     mirror_release,
     mirror_sources,
-    outside_mirror,
     sources_table,
 )
 from modelplane.render.fleet import fleet_sources
@@ -191,16 +189,6 @@ def test_a_manifest_mirror_rewrites_the_url_and_keeps_the_pin(base, url):
     mirrored = mirror_manifest(GATEWAY_API, mirror(manifests=base))
     assert mirrored == dataclasses.replace(GATEWAY_API, url=url, sha256=GATEWAY_API_SHA256)
     assert mirror_manifest(mirrored, mirror(manifests=base)) == mirrored  # idempotent
-
-
-def test_mirror_cluster_and_outside_mirror():
-    cluster = ClusterManifests("gpu-eu-west", "workload", releases=[CERT_MANAGER, GATEWAY_HELM],
-                               remote_manifests=[GIE])
-    block = mirror(charts=OCI, manifests=BASE)
-    assert sorted(outside_mirror([cluster], block)) == [
-        f"gpu-eu-west/inference-extension-crds: {GIE_URL}", "gpu-eu-west/mp-cert-manager: https://charts.jetstack.io",
-        "gpu-eu-west/mp-gateway-helm: oci://docker.io/envoyproxy"]
-    assert outside_mirror([mirror_cluster(cluster, block)], block) == []
 
 
 # --- digests ----------------------------------------------------------------------------------------

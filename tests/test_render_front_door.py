@@ -15,7 +15,7 @@ from k8s_validation import validate_object
 from modelplane.api import NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.render import front_door as fd
-from modelplane.render.secrets import find_placeholders
+from modelplane.render.secrets import PLACEHOLDER
 from modelplane.render.types import gateway_address_placeholder
 from modelplane.scheduling import child_name, opaque_name, schedule
 
@@ -23,6 +23,18 @@ STACKS = Path(__file__).resolve().parent.parent / "stacks"
 TOKEN = "sk-live-DO-NOT-RENDER-4242"
 GATEWAY = {"clusterName": "control", "cluster": {"source": "Kind"},
            "traefik": {"version": "40.2.0", "loadBalancer": "MetalLB", "metallb": {}}}
+
+
+def find_placeholders(obj):
+    """(location in `obj`, config key) of every secret placeholder, depth first, in order."""
+    if isinstance(obj, dict):
+        for key, item in obj.items():
+            yield from (((key,) + where, found) for where, found in find_placeholders(item))
+    elif isinstance(obj, list):
+        for i, item in enumerate(obj):
+            yield from (((i,) + where, found) for where, found in find_placeholders(item))
+    elif isinstance(obj, str):
+        yield from (((), match.group(1)) for match in PLACEHOLDER.finditer(obj))
 
 
 def stack_fleet(name: str):
@@ -208,7 +220,7 @@ def test_service_route_without_backends_has_a_rule_without_backend_refs():
 
 def test_demo_route_splits_evenly_over_both_regions():
     fleet = stack_fleet("demo")
-    manifests = fd.render_front_door(fleet, schedule(fleet), {})
+    manifests = fd.front_door_parts(fleet, schedule(fleet), {}).manifests()
     (route,) = [o for o in manifests.objects if o["kind"] == "HTTPRoute"]
     refs = route["spec"]["rules"][0]["backendRefs"]
     assert [r["weight"] for r in refs] == [1, 1]
@@ -222,7 +234,7 @@ def test_cloud_route_weights_nine_to_one_with_the_saas_endpoint():
     chat[0]["weight"], chat[1]["weight"] = 9, 1
     del chat[1]["fallback"]
     fleet = load_fleet(config)
-    manifests = fd.render_front_door(fleet, schedule(fleet), {})
+    manifests = fd.front_door_parts(fleet, schedule(fleet), {}).manifests()
     routes = {o["metadata"]["name"]: o for o in manifests.objects if o["kind"] == "HTTPRoute"}
     refs = routes["chat"]["spec"]["rules"][0]["backendRefs"]
     assert [(r["name"].split("-")[0], r["weight"]) for r in refs] == [("qwen3", 5), ("qwen3", 4), ("together", 1)]
@@ -271,7 +283,7 @@ def test_a_service_that_matches_nothing_gets_no_route():
                                                                          "nodeCount": 0}]}})
     result = schedule(fleet)
     assert result.replicas() == []
-    manifests = fd.render_front_door(fleet, result, {})
+    manifests = fd.front_door_parts(fleet, result, {}).manifests()
     assert not [o for o in manifests.objects if o["kind"] == "HTTPRoute"]
 
 
@@ -375,7 +387,7 @@ def test_release_dependencies():
 ])
 def test_render_front_door_for_the_stacks(stack, pool, expected):
     fleet = stack_fleet(stack)
-    manifests = fd.render_front_door(fleet, schedule(fleet), {})
+    manifests = fd.front_door_parts(fleet, schedule(fleet), {}).manifests()
     assert manifests.role == "front-door"
     assert manifests.cluster == fleet.inference_gateway.cluster_name
     assert Counter(o["kind"] for o in manifests.objects) == expected
@@ -399,7 +411,7 @@ def test_render_front_door_for_the_stacks(stack, pool, expected):
 
 def test_a_kind_front_door_range_follows_the_kind_network():
     fleet = stack_fleet("demo")
-    manifests = fd.render_front_door(fleet, schedule(fleet), {}, "192.168.96.0/20")
+    manifests = fd.front_door_parts(fleet, schedule(fleet), {}, "192.168.96.0/20").manifests()
     [pool] = [o for o in manifests.objects if o["kind"] == "IPAddressPool"]
     assert pool["spec"]["addresses"] == ["192.168.111.239-192.168.111.254"]
 
@@ -408,7 +420,7 @@ def test_a_configured_address_pool_is_no_placeholder():
     gateway = copy.deepcopy(GATEWAY)
     gateway["traefik"]["metallb"] = {"addressPool": "172.18.200.0-172.18.200.15"}
     fleet = fleet_with(inferenceGateway=gateway)
-    manifests = fd.render_front_door(fleet, schedule(fleet), {})
+    manifests = fd.front_door_parts(fleet, schedule(fleet), {}).manifests()
     [pool] = [o for o in manifests.objects if o["kind"] == "IPAddressPool"]
     assert pool["spec"]["addresses"] == ["172.18.200.0-172.18.200.15"]
     assert [p.name for p in manifests.placeholders if p.name.endswith(".metallbAddressPool")] == []
@@ -418,7 +430,7 @@ def test_gateway_addresses_are_used_per_cluster():
     fleet = stack_fleet("demo")
     result = schedule(fleet)
     addresses = {"gpu-eu-west": "172.18.255.100", "gpu-us-east": "172.18.255.120"}
-    manifests = fd.render_front_door(fleet, result, addresses)
+    manifests = fd.front_door_parts(fleet, result, addresses).manifests()
     slices = {o["metadata"]["name"]: o for o in manifests.objects if o["kind"] == "EndpointSlice"}
     for replica in result.replicas():
         assert slices[replica.name]["endpoints"][0]["addresses"] == [addresses[replica.cluster]]
@@ -427,7 +439,7 @@ def test_gateway_addresses_are_used_per_cluster():
 
 def test_every_namespace_in_use_gets_a_namespace_object():
     fleet = fleet_with(modelEndpoints={"other-team": {"saas": {"url": "https://api.example.com/"}}})
-    manifests = fd.render_front_door(fleet, schedule(fleet), {})
+    manifests = fd.front_door_parts(fleet, schedule(fleet), {}).manifests()
     namespaces = {o["metadata"]["name"] for o in manifests.objects if o["kind"] == "Namespace"}
     assert namespaces == {"modelplane-system", "metallb-system", "ml-team", "other-team"}
 
@@ -447,7 +459,7 @@ def secret_fleet():
 
 def test_auth_adds_a_middleware_referenced_from_the_backend_and_no_secret_value():
     fleet = secret_fleet()
-    manifests = fd.render_front_door(fleet, schedule(fleet), {})
+    manifests = fd.front_door_parts(fleet, schedule(fleet), {}).manifests()
     rendered = json.dumps([o for o in manifests.objects]) + json.dumps([r.to_dict() for r in manifests.releases])
     assert TOKEN not in rendered
     (middleware,) = [o for o in manifests.objects if o["kind"] == "Middleware"]
@@ -477,13 +489,6 @@ def test_custom_header_and_bare_token():
     assert TOKEN not in json.dumps(middleware)
 
 
-def test_endpoint_auth_secret_holds_only_a_placeholder():
-    secret = fd.endpoint_auth_secret("ml-team", "saas")
-    assert secret["stringData"] == {"token": "<secret: modelplane:modelEndpoints.ml-team.saas.auth.token>"}
-    assert secret["metadata"]["name"] == child_name("saas", "auth")
-    assert_valid([secret])
-
-
 def test_no_secret_value_is_rendered_anywhere():
     """Endpoint token, cache token and kubeconfig: none appears in any rendered object or release."""
     from modelplane.render.cache import cache_storage_class, render_cache
@@ -506,7 +511,7 @@ def test_no_secret_value_is_rendered_anywhere():
         "nodePools": [{"name": "gpu", "className": "synthetic-gpu"}]}
     fleet = load_fleet(config)
     result = schedule(fleet)
-    front = fd.render_front_door(fleet, result, {})
+    front = fd.front_door_parts(fleet, result, {}).manifests()
     everything = [front.objects, [r.to_dict() for r in front.releases]]
     cache_objects = []
     for cluster, spec in fleet.inference_clusters.items():

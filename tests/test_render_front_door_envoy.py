@@ -36,7 +36,7 @@ def stack_config(name: str) -> dict:
 
 def front_door(config: dict, addresses: dict[str, str] | None = None):
     fleet = load_fleet(config)
-    return fleet, fd.render_front_door(fleet, schedule(fleet), addresses or {})
+    return fleet, fd.front_door_parts(fleet, schedule(fleet), addresses or {}).manifests()
 
 
 def with_saas(fallback: bool = True, **endpoint) -> dict:

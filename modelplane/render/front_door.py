@@ -13,7 +13,7 @@ follows describes the Traefik objects; both share the endpoints, weights and ins
   split traffic over its endpoints (§7.2, weights by `distribute_weights`).
 * `front_door_stack` — the front door's cluster whatever the plan: the Gateway API CRDs (a remote
   manifest), MetalLB, Traefik and the Gateway.
-* `render_front_door` — all of it for a fleet.
+* `front_door_parts` — all of it for a fleet (`.manifests()`: the objects in apply order).
 
 Install order (the Pulumi layer turns it into `depends_on`, and deletes in reverse):
 
@@ -407,23 +407,6 @@ def endpoint_auth_middleware(namespace: str, name: str, auth: EndpointAuth) -> d
     }
 
 
-def endpoint_auth_secret(namespace: str, name: str) -> dict[str, Any]:
-    """A Secret holding the endpoint's token, as a placeholder (`stringData.token`).
-
-    Not part of `render_front_door`'s output: Traefik cannot read a header value from a Secret
-    (see `endpoint_auth_middleware`), so a Secret would be an unused extra copy of the credential.
-    It is here for a backend that can; the Pulumi layer substitutes the real value, never this
-    module.
-    """
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": meta(auth_object_name(name), namespace, labels=MANAGED_BY),
-        "type": "Opaque",
-        "stringData": {"token": _token_placeholder(namespace, name)},
-    }
-
-
 # --- services ------------------------------------------------------------------------------------
 
 MAX_WEIGHT = 1_000_000
@@ -650,9 +633,3 @@ def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[s
                                  for c in clusters}
     check_unique_names(stack.cluster, parts.objects())
     return parts
-
-
-def render_front_door(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
-                      kind_network: str = KIND_NETWORK) -> ClusterManifests:
-    """Everything the front-door cluster gets, objects in apply order."""
-    return front_door_parts(fleet, result, gateway_addresses, kind_network).manifests()

@@ -120,26 +120,6 @@ def mirror_manifest(manifest: RemoteManifest, mirror: Mirror | None) -> RemoteMa
     return dataclasses.replace(manifest, url=where.join(manifest_file_name(manifest)))
 
 
-def mirror_cluster(manifests: ClusterManifests, mirror: Mirror | None) -> ClusterManifests:
-    """One cluster's releases and remote manifests, all pointing into the mirror."""
-    return dataclasses.replace(manifests, releases=[mirror_release(r, mirror) for r in manifests.releases],
-                               remote_manifests=[mirror_manifest(m, mirror) for m in manifests.remote_manifests])
-
-
-def outside_mirror(manifests: Iterable[ClusterManifests], mirror: Mirror) -> list[str]:
-    """Every release or manifest that does not point into the mirror (`cluster/name: where`)."""
-    found = []
-    charts, files = mirror.chart_location, mirror.manifest_location
-    for cluster in manifests:
-        if charts is not None:
-            found += [f"{cluster.cluster}/{r.name}: {r.repository or r.chart}" for r in cluster.releases
-                      if not _in_mirror(r, charts)]
-        if files is not None:
-            found += [f"{cluster.cluster}/{m.name}: {m.url}" for m in cluster.remote_manifests
-                      if not m.url.startswith(files.value + "/")]
-    return found
-
-
 # --- digests ----------------------------------------------------------------------------------------
 
 def digest_problem(manifest: RemoteManifest, content: bytes) -> str | None:
@@ -345,6 +325,6 @@ def _fill_manifests(sources: Sources) -> list[str]:
 
 
 __all__ = ["ChartSource", "ManifestSource", "PINNED_SHA256", "Sources", "chart_file_name", "digest_problem",
-           "fill_commands", "is_local_path", "manifest_file_name", "mirror_cluster",
-           "mirror_manifest", "mirror_release", "mirror_sources", "outside_mirror", "pinned_sha256",
+           "fill_commands", "is_local_path", "manifest_file_name",
+           "mirror_manifest", "mirror_release", "mirror_sources", "pinned_sha256",
            "sources_table", "with_pinned_digest"]
