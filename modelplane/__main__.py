@@ -1,3 +1,3 @@
-from modelplane.cli import main
+from modelplane.cli import run
 
-raise SystemExit(main())
+run()

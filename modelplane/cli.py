@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import os
 import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from . import gc_policy, runbook, views
 from .version import VERSION
@@ -374,5 +375,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
 
 
+def run() -> NoReturn:
+    """The `modelplane` command: `main`, then exit without tearing the heap down.
+
+    A plan of 400 clusters x 4,000 deployments holds about 150 MB of small objects until the end;
+    freeing them one by one as the interpreter shuts down took 0.7 s of a 3.5 s run, for nothing.
+    Every file is closed and every thread joined by then; what is printed is flushed here.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `modelplane plan | head`: the reader left, as with any command
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()
