@@ -222,6 +222,7 @@ class _Builder:
         """
         get_event, lines, stack = self.loader.get_event, self.lines, []
         scalar, mapping_start, ends = yaml.ScalarEvent, yaml.MappingStartEvent, (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+        alias, values = yaml.AliasEvent, self.values
         while True:
             event = get_event()
             kind = type(event)
@@ -237,12 +238,12 @@ class _Builder:
                 self._key(parent, event)
                 continue
             line = event.start_mark.line + 1
-            if kind is yaml.AliasEvent:
+            if kind is alias:
                 raise self.fail(line, f"YAML aliases (*{_short(event.anchor)}) are not supported in stack files: "
                                       "`pulumi config set` never writes them, and they can expand without bound; "
                                       "write the value out in full")
-            self.values += 1
-            if self.values > MAX_VALUES:
+            values += 1
+            if values > MAX_VALUES:
                 raise self.fail(line, f"more than {MAX_VALUES:,} values; a stack file for 200 clusters and 2,000 "
                                       "deployments holds about 70,000")
             if parent is None:

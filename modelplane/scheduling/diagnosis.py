@@ -24,6 +24,9 @@ from .result import ClusterVerdict, Explanation
 from .snapshot import Cluster, Engine, Pool, Workload
 
 
+_UNASKED = object()
+
+
 class Explanations(Mapping[NamespacedName, Explanation]):
     """Every deployment's explanation, computed on first read and kept (the plan does not change)."""
 
@@ -95,9 +98,15 @@ class Explanations(Mapping[NamespacedName, Explanation]):
             return ()
         found: list[reasons.Reason] = []
         for engine in workload.engines:
-            claimable = fit.claimable(cluster, engine)
+            # One member: the pool's own answer is the cluster's (as in `Fit`), no scan of the others.
+            claimable = fit.claimable(cluster, engine) if len(engine.members) > 1 else None
             for pool in cluster.pools:
-                reason = self._pool_filters(pool, engine, engines_id, fit, claimable)
+                # The same for every pool of this class and name (given which members the rest of
+                # the cluster can give a DRA device): asked once.
+                key = (engines_id, engine.index, pool.class_name, pool.name, claimable)
+                reason = self._pool_reason.get(key, _UNASKED)
+                if reason is _UNASKED:
+                    reason = self._pool_reason[key] = self._pool_filters(pool, engine, fit, claimable)
                 if reason is None:  # it would fit here but for the capacity filter
                     cost = engine_cost(engine, fit.engine_on(pool, engine))
                     free = self._ledger.free.get((cluster.name, pool.name), 0)
@@ -107,22 +116,13 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         # A pool that matches but is full explains more than pools that never match.
         return tuple(capacity + [r for r in found if r.code != "InsufficientCapacity"] if capacity else found)
 
-    def _pool_filters(self, pool: Pool, engine: Engine, engines_id: int, fit: Fit,
-                      claimable: tuple[bool, ...]) -> reasons.Reason | None:
-        """The device and Synthetic-only filters' reason for the engine on this pool (None: both pass).
-
-        The same for every pool of this class and name (given which members the rest of the cluster
-        can give a DRA device), so asked of the matcher once.
-        """
-        key = (engines_id, engine.index, pool.class_name, pool.name, claimable)
-        if key not in self._pool_reason:
-            resolved = fit.engine_on(pool, engine)
-            rejection = engine_rejection(resolved, claimable)
-            if rejection == DEVICES:
-                member = engine.members[resolved.index(None)]
-                reason = fit.matcher.why_not(pool, member, engine.name) or \
-                    reasons.selector_mismatch(engine.name, member.index, "?", "", pool.name)
-            else:
-                reason = None if rejection is None else reasons.only_synthetic(engine.name, pool.name)
-            self._pool_reason[key] = reason
-        return self._pool_reason[key]
+    @staticmethod
+    def _pool_filters(pool: Pool, engine: Engine, fit: Fit, claimable: tuple[bool, ...] | None) -> reasons.Reason | None:
+        """The device and Synthetic-only filters' reason for the engine on this pool (None: both pass)."""
+        resolved = fit.engine_on(pool, engine)
+        rejection = engine_rejection(resolved, claimable or (bool(resolved[0]),))
+        if rejection == DEVICES:
+            member = engine.members[resolved.index(None)]
+            return fit.matcher.why_not(pool, member, engine.name) or \
+                reasons.selector_mismatch(engine.name, member.index, "?", "", pool.name)
+        return None if rejection is None else reasons.only_synthetic(engine.name, pool.name)
