@@ -13,13 +13,16 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
 from . import gc_policy, runbook, views
 from .version import VERSION
 from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
 from .scheduling import load_previous, schedule
+
+if TYPE_CHECKING:
+    from .api.inference_gateway import Proxy
 
 EXIT_OK, EXIT_INVALID = 0, 2
 
@@ -186,15 +189,11 @@ def _existing_front_door_notes(stack_file: StackFile, fleet: Fleet) -> list[str]
             + ("" if gateway.preinstalled else _preinstalled_hint(gateway.proxy))]
 
 
-def _preinstalled_hint(proxy: str) -> str:
+def _preinstalled_hint(proxy: Proxy) -> str:
     from .api.inference_gateway import PREINSTALLABLE
+    from .render.front_door import PROXIES
 
-    if proxy == "Traefik":
-        what = ("the Gateway API CRDs (GKE and many platforms install them), add gatewayApi to "
-                "inferenceGateway.preinstalled")
-    else:
-        what = ("Envoy Gateway (with extensionApis.enableBackend), add envoyGateway to inferenceGateway.preinstalled; "
-                "its chart brings the Gateway API CRDs and leaves ones already there alone")
+    what = PROXIES[proxy].preinstalled_hint()
     return f"; if the cluster already runs {what} (known: {', '.join(PREINSTALLABLE[proxy])})"
 
 

@@ -1,4 +1,8 @@
-"""The front door's Lua model router, run in a real LuaJIT 2.1 (as Envoy runs it) against a fake handle."""
+"""The front door's Lua scripts (model router and hop), run in a real LuaJIT 2.1 (as Envoy runs it) against a fake handle.
+
+The scripts' sources are `modelplane/render/lua/*.lua`; `test_the_lua_sources_compile` checks each as LuaJIT
+loads it (the `luac -p` check), and every test here runs the generated script.
+"""
 from __future__ import annotations
 
 import json
@@ -8,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from lupa import LuaError, luajit21
 
-from modelplane.render.model_router import MODEL_PATHS, model_router_lua, models_list_body
+from modelplane.render.model_router import MODEL_PATHS, hop_router_lua, model_router_lua, models_list_body
 from modelplane.render.types import MODEL_HEADER
 
 MODELS = {
@@ -47,6 +51,9 @@ class FakeHeaders:
 
     def get(self, key):
         return self.values.get(key)
+
+    def getNumValues(self, key):
+        return int(key in self.values)
 
     def replace(self, key, value):
         self.values[key] = value
@@ -87,11 +94,22 @@ class FakeHandle:
     logInfo = logWarn = logDebug
 
 
-def load(models, endpoint_models=None) -> object:
-    """`envoy_on_request` of a fresh LuaJIT running the script; strings cross as bytes, as in Envoy."""
+LIMIT = 4 * 1024 * 1024
+
+
+def _on_request(script: str) -> object:
+    """`envoy_on_request` of a fresh LuaJIT running `script`; strings cross as bytes, as in Envoy."""
     lua = luajit21.LuaRuntime(encoding=None, unpack_returned_tuples=True)
-    lua.execute(model_router_lua(models, endpoint_models).encode())
+    lua.execute(script.encode())
     return lua.globals().envoy_on_request
+
+
+def load(models, engine_names=None, body_limit=LIMIT) -> object:
+    return _on_request(model_router_lua(models, engine_names, body_limit))
+
+
+def load_hop(renames, body_limit=LIMIT) -> object:
+    return _on_request(hop_router_lua(renames, body_limit))
 
 
 ON_REQUEST = load(MODELS)
@@ -128,13 +146,20 @@ def anthropic_404(name: str) -> dict:
                                        "message": f"model: {name} is not served by this front door"}}
 
 
-def is_400(result, anthropic: bool = False) -> bool:
+def is_400(result, code: str = "missing_model", anthropic: bool = False) -> bool:
     if result[:2] != ("respond", 400):
         return False
     error = result[2]["error"]
     if anthropic:
-        return result[2]["type"] == "error" and error["type"] == "invalid_request_error" and "model" in error["message"]
-    return error["type"] == "invalid_request_error" and error["param"] == "model" and error["code"] == "missing_model"
+        return result[2]["type"] == "error" and error["type"] == "invalid_request_error"
+    return error["type"] == "invalid_request_error" and error["code"] == code
+
+
+def test_the_lua_sources_compile():
+    """Each script as LuaJIT loads it (a syntax error here would make Envoy Gateway reject the policy)."""
+    for script in (model_router_lua(MODELS, {"ml-team/mock": "mock"}), hop_router_lua({"h": "m"})):
+        lua = luajit21.LuaRuntime(encoding=None)
+        assert lua.eval(f"loadstring({json.dumps(script)})") is not None
 
 
 # --- table-driven behaviour ------------------------------------------------------------------------
@@ -144,8 +169,9 @@ ROUTED = [
     ("alias", CHAT, '{"model":"llama-3-8b"}', "ml-team/mock"),
     ("alias with @ and :", "/v1/completions", '{"model":"qwen@2.5:latest","prompt":"hi"}', "research/qwen"),
     ("embeddings", "/v1/embeddings", '{"input":["a"],"model":"org_x/emb.v1"}', "org_x/emb.v1"),
+    ("responses API", "/v1/responses", '{"model":"research/qwen","input":"hi"}', "research/qwen"),
     ("anthropic messages", MESSAGES, '{"model":"research/qwen","max_tokens":5}', "research/qwen"),
-    ("nested model keys come first", CHAT,
+    ("nested model keys do not count", CHAT,
      '{"metadata":{"model":"x"},"tools":[{"model":"y"}],"model":"ml-team/mock"}', "ml-team/mock"),
     ("a quoted \\\"model\\\": inside another string", CHAT,
      '{"messages":[{"content":"say \\"model\\": \\"x\\" {[\\\\"}],"model":"llama-3-8b"}', "ml-team/mock"),
@@ -157,9 +183,7 @@ ROUTED = [
     ("escaped key", CHAT, '{"mod\\u0065l":"llama-3-8b"}', "ml-team/mock"),
     ("numbers, literals and empty containers first", CHAT,
      '{"n":-1.5e+3,"t":true,"f":false,"z":null,"o":{},"a":[],"model":"llama-3-8b"}', "ml-team/mock"),
-    ("the first top-level model wins", CHAT, '{"model":"llama-3-8b","model":"research/qwen"}', "ml-team/mock"),
     ("query string on the path", CHAT + "?api-version=2024-10-21", '{"model":"llama-3-8b"}', "ml-team/mock"),
-    ("invalid JSON after the model does not matter", CHAT, '{"model":"llama-3-8b", oops', "ml-team/mock"),
 ]
 
 
@@ -168,6 +192,26 @@ def test_routes_by_the_top_level_model(path, body, canonical):
     handle = run(path, body)
     assert outcome(handle) == ("route", canonical)
     assert handle.body_read
+
+
+DUPLICATES = [
+    ("the issue's case", '{"model":"ml-team/mock","messages":[],"model":"research/qwen"}'),
+    ("the same name twice", '{"model":"ml-team/mock","model":"ml-team/mock"}'),
+    ("an escaped second key", '{"model":"ml-team/mock","mod\\u0065l":"research/qwen"}'),
+    ("a second model that is no string", '{"model":"ml-team/mock","model":null}'),
+    ("a first model that is no string", '{"model":["research/qwen"],"model":"ml-team/mock"}'),
+    ("far apart", '{"model":"ml-team/mock","messages":[' + '{"role":"user","content":"x"},' * 50 + '{}],'
+                  '"model":"research/qwen"}'),
+]
+
+
+@pytest.mark.parametrize("body", [case[1] for case in DUPLICATES], ids=[case[0] for case in DUPLICATES])
+@pytest.mark.parametrize("path", [CHAT, MESSAGES, "/ml-team/mock/v1/chat/completions"])
+def test_a_duplicate_top_level_model_is_400(body, path):
+    """Finding 2: engines' JSON parsers keep the last `model`; routing by the first served another model."""
+    result = outcome(run(path, body))
+    assert is_400(result, "duplicate_model", anthropic=path == MESSAGES), result
+    assert "more than once" in result[2]["error"]["message"]
 
 
 NOT_FOUND = [
@@ -197,32 +241,43 @@ def test_the_echoed_name_stays_valid_json(raw, shown):
     assert outcome(run(CHAT, '{"model":' + raw + "}")) == ("respond", 404, openai_404(shown))
 
 
-BAD_REQUEST = [
+MISSING = [
     ("no body", None),
     ("empty body", ""),
-    ("not JSON", "model=ml-team/mock"),
-    ("a JSON array", '["model","ml-team/mock"]'),
-    ("a JSON string", '"ml-team/mock"'),
+    ("empty object", "{}"),
     ("no model", '{"messages":[]}'),
     ("only nested models", '{"metadata":{"model":"ml-team/mock"},"x":[{"model":"ml-team/mock"}]}'),
     ("model is a number", '{"model":7}'),
     ("model is null", '{"model":null}'),
     ("model is an object", '{"model":{"name":"ml-team/mock"}}'),
     ("model is an empty string", '{"model":""}'),
-    ("the first model is not a string", '{"model":["ml-team/mock"],"model":"ml-team/mock"}'),
+]
+NOT_AN_OBJECT = [
+    ("not JSON", "model=ml-team/mock"),
+    ("a JSON array", '["model","ml-team/mock"]'),
+    ("a JSON string", '"ml-team/mock"'),
     ("truncated before the model", '{"messages":[{"content":"hi'),
     ("unterminated model", '{"model":"ml-team/mock'),
     ("missing colon", '{"model" "ml-team/mock"}'),
     ("missing comma", '{"a":1 "model":"ml-team/mock"}'),
+    ("invalid JSON after the model", '{"model":"llama-3-8b", oops'),
 ]
 
 
-@pytest.mark.parametrize("body", [case[1] for case in BAD_REQUEST], ids=[case[0] for case in BAD_REQUEST])
+@pytest.mark.parametrize("body", [case[1] for case in MISSING], ids=[case[0] for case in MISSING])
 @pytest.mark.parametrize("path", [CHAT, MESSAGES])
 def test_a_request_without_a_top_level_model_string_is_400(body, path):
     result = outcome(run(path, body))
-    assert is_400(result, anthropic=path == MESSAGES), result
+    assert is_400(result, "missing_model", anthropic=path == MESSAGES), result
     assert "GET /v1/models" in result[2]["error"]["message"]
+
+
+@pytest.mark.parametrize("body", [case[1] for case in NOT_AN_OBJECT], ids=[case[0] for case in NOT_AN_OBJECT])
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+def test_a_body_that_is_no_json_object_is_400(body, path):
+    result = outcome(run(path, body))
+    assert is_400(result, "invalid_body", anthropic=path == MESSAGES), result
+    assert "JSON object" in result[2]["error"]["message"]
 
 
 @pytest.mark.parametrize("path, method", [
@@ -233,29 +288,86 @@ def test_a_request_without_a_top_level_model_string_is_400(body, path):
     ("/v1/chat", "POST"),
     ("/V1/CHAT/COMPLETIONS", "POST"),
     ("/health", "POST"),
-    ("/ml-team/mock/v1/chat/completions", "POST"),
+    ("/v1/files", "POST"),
+    ("/ml-team/mock/v1/files", "POST"),  # a service path, but not a model path: the engine's own business
+    ("/unknown/service/v1/chat/completions", "POST"),
 ])
-def test_other_paths_and_methods_are_untouched(path, method):
-    handle = run(path, '{"model":"gpt-4o"}', method, headers={MODEL_HEADER: "whatever"})
-    assert outcome(handle) == ("untouched", "whatever")
+def test_other_paths_and_methods_are_not_read(path, method):
+    handle = run(path, '{"model":"gpt-4o"}', method, headers={MODEL_HEADER: "ml-team/mock"})
+    assert outcome(handle) == ("untouched", None)  # and the client's router header is gone
     assert not handle.body_read
 
 
-@pytest.mark.parametrize("path", MODEL_PATHS)
-def test_a_known_canonical_header_is_kept_without_reading_the_body(path):
-    handle = run(path, '{"model":"gpt-4o"}', headers={MODEL_HEADER: "research/qwen"})
-    assert outcome(handle) == ("untouched", "research/qwen")
-    assert not handle.body_read
-
-
-@pytest.mark.parametrize("value", ["llama-3-8b", "gpt-4o", "", "ml-team/mock,research/qwen", "ML-TEAM/MOCK"])
-def test_any_other_header_value_is_replaced_from_the_body(value):
-    # an alias is not canonical either: the header is only ever trusted with what the router itself sets
+@pytest.mark.parametrize("value", ["ml-team/mock", "research/qwen", "llama-3-8b", "gpt-4o", "",
+                                   "ml-team/mock,research/qwen"])
+def test_a_client_sent_router_header_is_never_trusted(value):
+    """Finding 3: a canonical name in the header skipped the body (and its 400) and overrode the body's model."""
     handle = run(CHAT, '{"model":"research/qwen"}', headers={MODEL_HEADER: value})
-    assert outcome(handle) == ("route", "research/qwen")
-    assert handle.body_read
+    assert outcome(handle) == ("route", "research/qwen") and handle.body_read
     handle = run(CHAT, '{"model":"gpt-4o"}', headers={MODEL_HEADER: value})
     assert outcome(handle)[:2] == ("respond", 404)
+    handle = run(CHAT, '{"messages":[]}', headers={MODEL_HEADER: value})
+    assert is_400(outcome(handle))
+
+
+# --- a service's own path (the reference's way in) ---------------------------------------------------
+
+SERVICE_CHAT = "/ml-team/mock/v1/chat/completions"
+
+
+@pytest.mark.parametrize("body, result", [
+    ('{"model":"ml-team/mock"}', ("untouched", None)),  # the path already chose the route
+    ('{"model":"llama-3-8b"}', ("untouched", None)),  # an alias of that service
+    ('{"model":"research/qwen"}', ("respond", 404)),  # another service's name: never served by this one
+    ('{"model":"gpt-4o"}', ("respond", 404)),
+    ('{"messages":[]}', ("respond", 400)),
+])
+def test_a_service_path_takes_only_that_services_names(body, result):
+    handle = run(SERVICE_CHAT, body)
+    assert outcome(handle)[:2] == result
+    assert handle.body_read
+
+
+# --- the engines' own name -----------------------------------------------------------------------
+
+ENGINES = {"ml-team/mock": "mock", "research/qwen": 'Qwen/Qwen3-8B "x"'}
+NAMING = load(MODELS, ENGINES)
+
+
+@pytest.mark.parametrize("path, sent, served", [
+    (CHAT, "ml-team/mock", "mock"),
+    (CHAT, "llama-3-8b", "mock"),
+    (MESSAGES, "qwen@2.5:latest", 'Qwen/Qwen3-8B "x"'),
+    (CHAT, "org_x/emb.v1", "org_x/emb.v1"),  # no engine name known: the body is left as it is
+    (SERVICE_CHAT, "llama-3-8b", "mock"),
+    (SERVICE_CHAT, "mock", "mock"),  # a service path may use the engines' own name, as the reference's clients do
+])
+def test_the_engines_own_name_is_put_in_the_body(path, sent, served):
+    """Finding 4: a routed name must reach an engine that answers it."""
+    body = json.dumps({"model": sent, "messages": [{"role": "user", "content": 'say "model": "x"'}], "stream": True})
+    handle = run(path, body, on_request=NAMING)
+    assert outcome(handle)[0] in ("route", "untouched")
+    sent_on = json.loads(handle.buffer.data)
+    assert sent_on == {**json.loads(body), "model": served}
+    if sent_on != json.loads(body):
+        assert handle.headers_.text("content-length") == str(len(handle.buffer.data))
+
+
+# --- the request-body limit --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path, anthropic", [(CHAT, False), (MESSAGES, True), (SERVICE_CHAT, False)])
+def test_a_body_declared_over_the_limit_is_413_before_it_is_read(path, anthropic):
+    """Finding 9: the router never buffers or scans a body over the limit."""
+    small = load(MODELS, body_limit=1024)
+    handle = run(path, '{"model":"ml-team/mock"}', headers={"content-length": "1025"}, on_request=small)
+    result = outcome(handle)
+    assert result[:2] == ("respond", 413) and not handle.body_read
+    if anthropic:
+        assert result[2]["error"]["type"] == "request_too_large"
+    else:
+        assert result[2]["error"]["code"] == "request_too_large" and result[2]["error"]["param"] is None
+    handle = run(path, '{"model":"ml-team/mock"}', headers={"content-length": "1024"}, on_request=small)
+    assert outcome(handle)[0] in ("route", "untouched")
 
 
 # --- the generated script --------------------------------------------------------------------------
@@ -281,16 +393,15 @@ HOSTILE = ['a"b', "a]]b", "a]=]b", "x\\", '"', "]]", "a\\\"b", "--[[", "\\u0041"
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_names_cannot_break_out_of_the_script(name):
     models = {name: name, f"alias-{name}": name, "ml-team/mock": "ml-team/mock"}
-    on_request = load(models)
+    on_request = load(models, {name: name, "ml-team/mock": name})
     for sent, canonical in [(name, name), (f"alias-{name}", name), ("ml-team/mock", "ml-team/mock")]:
         handle = run(CHAT, json.dumps({"model": sent}, ensure_ascii=False), on_request=on_request)
         routed = outcome(handle)
         if all(" " <= c <= "~" for c in sent):  # names are printable ASCII: those must map exactly
             assert routed == ("route", canonical)
+            assert json.loads(handle.buffer.data)["model"] == name  # the engine name, spliced in as valid JSON
         else:  # others may not match, but must never break the script
             assert routed[0] in ("route", "respond")
-    # the header check reads the embedded canonical names back byte for byte
-    assert outcome(run(CHAT, "{}", headers={MODEL_HEADER: name}, on_request=on_request)) == ("untouched", name)
 
 
 @settings(max_examples=200, deadline=None)
@@ -389,10 +500,10 @@ def test_models_list_body_lists_every_name_once(pairs):
     assert ids == sorted({name for name, _ in pairs})
 
 
-# --- a hand-made endpoint's hop on the front door ----------------------------------------------------
+# --- a hand-made endpoint's hop ---------------------------------------------------------------------
 
 HOP = "together.ml-team.endpoint.modelplane.internal"
-RENAMING = load(MODELS, {HOP: "Qwen/Qwen3-8B-Instruct"})
+RENAMING = load_hop({HOP: "Qwen/Qwen3-8B-Instruct"})
 
 
 @pytest.mark.parametrize("body", [
@@ -400,27 +511,61 @@ RENAMING = load(MODELS, {HOP: "Qwen/Qwen3-8B-Instruct"})
     '{"messages": [], "model" : "llama-3-8b"}',
     '{"model": "gpt-4o-mini"}',  # a request routed by path names the provider's model: renamed all the same
 ])
-def test_a_hop_puts_the_endpoints_own_model_name_in_the_body_and_is_not_routed_again(body):
-    handle = run(body=body, headers={":authority": HOP}, on_request=RENAMING)
-    assert outcome(handle) == ("untouched", None)
+@pytest.mark.parametrize("host", [HOP, f"{HOP}:80", HOP.upper()])
+def test_a_hop_puts_the_endpoints_own_model_name_in_the_body_and_is_not_routed_again(body, host):
+    handle = run(body=body, headers={":authority": host, MODEL_HEADER: "ml-team/mock"}, on_request=RENAMING)
+    assert outcome(handle) == ("untouched", None)  # and the internal header never reaches the provider
     sent = json.loads(handle.buffer.data)
     assert sent == {**json.loads(body), "model": "Qwen/Qwen3-8B-Instruct"}
     assert handle.headers_.text("content-length") == str(len(handle.buffer.data))
 
 
-@pytest.mark.parametrize("host", [HOP, f"{HOP}:80", "other.ml-team.endpoint.modelplane.internal"])
-def test_a_hop_without_a_model_of_its_own_passes_the_body_as_it_is(host):
+def test_a_hop_without_a_model_of_its_own_passes_the_body_as_it_is():
     body = '{"model": "gpt-4o-mini", "messages": []}'
-    handle = run(body=body, headers={":authority": host}, on_request=ON_REQUEST)
+    handle = run(body=body, headers={":authority": "other.ml-team.endpoint.modelplane.internal"}, on_request=RENAMING)
     assert outcome(handle) == ("untouched", None)  # no 404 for the provider's own model name
-    assert handle.buffer.data == body.encode()
+    assert handle.buffer.data == body.encode() and not handle.body_read
 
 
-def test_a_hop_leaves_a_bad_body_to_the_endpoint():
-    handle = run(body="not json", headers={":authority": HOP}, on_request=RENAMING)
-    assert outcome(handle) == ("untouched", None) and handle.buffer.data == b"not json"
+@pytest.mark.parametrize("body, code", [("not json", "invalid_body"), ('{"model":"a","model":"b"}', "duplicate_model")])
+def test_a_hop_refuses_what_the_front_door_refuses(body, code):
+    handle = run(body=body, headers={":authority": HOP}, on_request=RENAMING)
+    assert is_400(outcome(handle), code)
 
 
 def test_the_public_host_is_routed_whatever_its_name():
-    handle = run(body='{"model": "llama-3-8b"}', headers={":authority": "api.example.com"})
-    assert outcome(handle) == ("route", "ml-team/mock")
+    """A client sending a hop's Host to the public address gets the public router, nothing more (finding 1)."""
+    for host in ("api.example.com", HOP):
+        handle = run(body='{"model": "llama-3-8b"}', headers={":authority": host})
+        assert outcome(handle) == ("route", "ml-team/mock")
+
+
+# --- the JSON reading agrees with the engines' ------------------------------------------------------
+
+@st.composite
+def bodies_with_maybe_duplicate_models(draw):
+    """Objects whose top level may repeat `model` (JSON allows it; parsers keep the last), dumped by hand."""
+    members = draw(st.lists(st.tuples(st.sampled_from(["model", "messages", "m", "mod\\u0065l", "x"]),
+                                       st.sampled_from(sorted(MODELS)) | json_values), min_size=0, max_size=5))
+    return "{" + ",".join(f'"{key}":{json.dumps(value)}' for key, value in members) + "}"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies_with_maybe_duplicate_models(), st.sampled_from(MODEL_PATHS))
+def test_the_router_never_routes_a_model_json_loads_would_not_serve(body, path):
+    """Whatever the body, either the engine's parser (json.loads keeps the last `model`) sees the model that was
+    routed, or the request is refused."""
+    parsed = json.loads(body)
+    count = sum(1 for key in _keys(body) if key == "model")
+    result = outcome(run(path, body))
+    if count > 1:
+        assert result[:2] == ("respond", 400) and result[2]["error"].get("code", "duplicate_model") == "duplicate_model"
+    elif isinstance(parsed.get("model"), str) and parsed["model"] in MODELS:
+        assert result == ("route", MODELS[parsed["model"]])
+    else:
+        assert result[0] == "respond" and result[1] in (400, 404)
+
+
+def _keys(body: str) -> list[str]:
+    """The top-level keys of a JSON object, duplicates included (the outermost hook call is the top level)."""
+    return [key for key, _ in json.loads(body, object_pairs_hook=lambda pairs: pairs)]

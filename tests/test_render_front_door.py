@@ -15,6 +15,8 @@ from k8s_validation import validate_object
 from modelplane.api import NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.render import front_door as fd
+from modelplane.render import front_door_backends as fdb
+from modelplane.render import front_door_traefik as traefik
 from modelplane.render.secrets import PLACEHOLDER
 from modelplane.render.types import gateway_address_placeholder
 from modelplane.scheduling import child_name, opaque_name, schedule
@@ -56,6 +58,16 @@ def fleet_with(**overrides):
     return load_fleet(config)
 
 
+def traefik_objects(endpoint):
+    return traefik.TraefikFrontDoor(fleet_with()).endpoint_objects(endpoint, frozenset({False}))
+
+
+def gateway_parts(fleet):
+    """The front door's objects and releases, whatever the plan."""
+    stack = fd.front_door_stack(fleet)
+    return stack.objects, stack.releases
+
+
 def assert_valid(objects):
     problems = {f"{o['kind']}/{o['metadata']['name']}": validate_object(o) for o in objects}
     assert {k: v for k, v in problems.items() if v} == {}
@@ -80,12 +92,12 @@ def assert_valid(objects):
     ([(1, 3)], [1, 1, 1]),
 ])
 def test_distribute_weights(groups, expected):
-    assert fd.distribute_weights(groups) == expected
+    assert fdb.distribute_weights(groups) == expected
 
 
 def test_weights_stay_within_gateway_api_bounds():
     for groups in ([(1_000_000, 7), (1, 10)], [(999_999, 3), (1_000_000, 1), (1, 9)]):
-        weights = fd.distribute_weights(groups)
+        weights = fdb.distribute_weights(groups)
         assert len(weights) == sum(n for _, n in groups)
         assert all(1 <= w <= 1_000_000 for w in weights)
 
@@ -107,9 +119,9 @@ def test_replica_endpoint_is_named_like_the_replica():
     fleet = fleet_with()
     result = schedule(fleet)
     for replica in result.replicas():
-        endpoint = fd.replica_endpoint(fleet, replica, {})
+        endpoint = fdb.replica_endpoint(fleet, replica, {})
         assert endpoint.name == opaque_name(replica.key.name, replica.cluster, str(replica.index))
-        service, _ = endpoint.objects()
+        service, _ = traefik_objects(endpoint)
         assert service["metadata"]["name"] == replica.name
 
 
@@ -126,14 +138,14 @@ def test_replica_endpoint_is_named_like_the_replica():
     ("http://a1b2.elb.us-east-1.amazonaws.com/ml-team/r/v1", "http", "a1b2.elb.us-east-1.amazonaws.com", 80, "FQDN"),
 ])
 def test_parse_url(url, scheme, host, port, address_type):
-    backend = fd.parse_url(url)
+    backend = fdb.parse_url(url)
     assert (backend.scheme, backend.host, backend.port, backend.address_type) == (scheme, host, port, address_type)
 
 
 @pytest.mark.parametrize("url", ["http:///no-host", "not a url", "http://host:http/", "http://host:99999/"])
 def test_parse_url_rejects(url):
     with pytest.raises(ValueError, match="Invalid spec.url"):
-        fd.parse_url(url)
+        fdb.parse_url(url)
 
 
 @pytest.mark.parametrize("url, port, address_type, host", [
@@ -142,7 +154,7 @@ def test_parse_url_rejects(url):
     ("http://[fd00::10]:8000/", 8000, "IPv6", "fd00::10"),
 ])
 def test_endpoint_objects(url, port, address_type, host):
-    service, endpoint_slice = fd.endpoint_objects("together", "ml-team", url, {"app.example.com/provider": "together"})
+    service, endpoint_slice = traefik.endpoint_objects("together", "ml-team", url, {"app.example.com/provider": "together"})
     assert service["apiVersion"] == "v1" and service["kind"] == "Service"
     assert service["metadata"]["name"] == "together" and service["metadata"]["namespace"] == "ml-team"
     assert "selector" not in service["spec"]  # selectorless: the hand-made slice fills it
@@ -158,7 +170,7 @@ def test_endpoint_objects(url, port, address_type, host):
 
 def test_https_on_another_port_names_the_port_https():
     """Traefik speaks TLS to a backend only on port 443 or a port named https*."""
-    service, endpoint_slice = fd.endpoint_objects("saas", "ml-team", "https://llm.example.com:8443/", {})
+    service, endpoint_slice = traefik.endpoint_objects("saas", "ml-team", "https://llm.example.com:8443/", {})
     assert service["spec"]["ports"] == [{"name": "https", "port": 8443, "protocol": "TCP"}]
     assert endpoint_slice["ports"] == [{"name": "https", "port": 8443, "protocol": "TCP"}]
     assert_valid([service, endpoint_slice])
@@ -170,13 +182,13 @@ def test_replica_endpoint_url_rewrite_path_and_labels():
                                      "metadata": {"labels": {"app.example.com/model": "mock", "tier": "gold"}}}}}})
     result = schedule(fleet)
     replica = min(result.replicas(), key=lambda r: r.cluster)
-    endpoint = fd.replica_endpoint(fleet, replica, {replica.cluster: "172.18.255.100"})
+    endpoint = fdb.replica_endpoint(fleet, replica, {replica.cluster: "172.18.255.100"})
     assert endpoint.url == f"http://172.18.255.100/ml-team/{replica.name}/v1"
     assert endpoint.rewrite_path == f"/ml-team/{replica.name}/"
     assert endpoint.labels == {"app.example.com/model": "mock", "tier": "gold",
                                "modelplane.ai/deployment": "mock-demo", "modelplane.ai/cluster": replica.cluster,
                                "modelplane.ai/replica-index": str(replica.index)}
-    service, endpoint_slice = endpoint.objects()
+    service, endpoint_slice = traefik_objects(endpoint)
     assert endpoint_slice["endpoints"][0]["addresses"] == ["172.18.255.100"]
     assert service["metadata"]["labels"]["modelplane.ai/deployment"] == "mock-demo"
 
@@ -184,10 +196,10 @@ def test_replica_endpoint_url_rewrite_path_and_labels():
 def test_replica_endpoint_without_a_known_address_uses_the_placeholder():
     fleet = fleet_with()
     replica = schedule(fleet).replicas()[0]
-    endpoint = fd.replica_endpoint(fleet, replica, {})
+    endpoint = fdb.replica_endpoint(fleet, replica, {})
     address = gateway_address_placeholder(replica.cluster)
     assert endpoint.url == f"http://{address}/ml-team/{replica.name}/v1"
-    _, endpoint_slice = endpoint.objects()
+    _, endpoint_slice = traefik_objects(endpoint)
     assert endpoint_slice["addressType"] == "FQDN"
     assert endpoint_slice["endpoints"][0]["addresses"] == [address]
 
@@ -195,9 +207,10 @@ def test_replica_endpoint_without_a_known_address_uses_the_placeholder():
 # --- §7.2 routes ---------------------------------------------------------------------------------
 
 def test_service_route_shape():
-    backends = [fd.RouteBackend(service="mock-demo-be445", port=80, weight=1, rewrite_path="/ml-team/mock-demo-be445/"),
-                fd.RouteBackend(service="plain", port=8080, weight=3)]
-    route = fd.service_route("ml-team", "mock", backends)
+    backends = [fdb.RouteBackend(_endpoint("mock-demo-be445", {}, url="http://10.0.0.1/",
+                                           rewrite_path="/ml-team/mock-demo-be445/"), weight=1),
+                fdb.RouteBackend(_endpoint("plain", {}, url="http://10.0.0.2:8080/"), weight=3)]
+    route = traefik.service_route("ml-team", "mock", backends)
     assert route["apiVersion"] == "gateway.networking.k8s.io/v1" and route["kind"] == "HTTPRoute"
     assert route["metadata"]["namespace"] == "ml-team"
     assert route["spec"]["parentRefs"] == [{"name": "modelplane", "namespace": "modelplane-system"}]
@@ -213,7 +226,7 @@ def test_service_route_shape():
 
 
 def test_service_route_without_backends_has_a_rule_without_backend_refs():
-    route = fd.service_route("ml-team", "mock", [])
+    route = traefik.service_route("ml-team", "mock", [])
     assert "backendRefs" not in route["spec"]["rules"][0]
     assert_valid([route])
 
@@ -246,8 +259,8 @@ def test_cloud_route_weights_nine_to_one_with_the_saas_endpoint():
     assert [r["weight"] for r in routes["llama"]["spec"]["rules"][0]["backendRefs"]] == [1]
 
 
-def _endpoint(name, labels, namespace="ml-team", url="http://10.0.0.1/"):
-    return fd.FrontDoorEndpoint(namespace=namespace, name=name, url=url, labels=labels)
+def _endpoint(name, labels, namespace="ml-team", url="http://10.0.0.1/", rewrite_path=None):
+    return fdb.FrontDoorEndpoint(namespace=namespace, name=name, url=url, labels=labels, rewrite_path=rewrite_path)
 
 
 def test_a_service_selects_endpoints_in_its_own_namespace_only():
@@ -255,7 +268,7 @@ def test_a_service_selects_endpoints_in_its_own_namespace_only():
     service = fleet.model_services[NamespacedName("ml-team", "mock")]
     labels = {"modelplane.ai/deployment": "mock-demo"}
     endpoints = [_endpoint("b", labels), _endpoint("a", labels), _endpoint("other", labels, namespace="other-team")]
-    backends = fd.route_backends("ml-team", service, endpoints)
+    backends = fdb.route_backends("ml-team", service, endpoints)
     assert [b.service for b in backends] == ["a", "b"]
     assert [b.weight for b in backends] == [1, 1]
 
@@ -271,7 +284,7 @@ def test_an_endpoint_matched_twice_counts_for_the_first_entry():
         _endpoint("us", {"modelplane.ai/deployment": "mock-demo", "modelplane.ai/cluster": "gpu-us-east"}),
         _endpoint("eu-other", {"modelplane.ai/deployment": "x", "modelplane.ai/cluster": "gpu-eu-west"}),
     ]
-    backends = fd.route_backends("ml-team", service, endpoints)
+    backends = fdb.route_backends("ml-team", service, endpoints)
     # entry 0: eu, us (3 over 2 -> 2, 1); entry 1: eu-other only (1 over 1)
     assert [(b.service, b.weight) for b in backends] == [("eu", 2), ("us", 1), ("eu-other", 1)]
 
@@ -290,8 +303,10 @@ def test_a_service_that_matches_nothing_gets_no_route():
 # --- §7.3 the gateway ----------------------------------------------------------------------------
 
 def test_inference_gateway_with_metallb():
-    fleet = fleet_with()
-    objects, releases = fd.render_inference_gateway(fleet.inference_gateway, "172.18.255.200-172.18.255.250")
+    gateway = copy.deepcopy(GATEWAY)
+    gateway["traefik"]["metallb"] = {"addressPool": "172.18.255.200-172.18.255.250"}
+    fleet = fleet_with(inferenceGateway=gateway)
+    objects, releases = gateway_parts(fleet)
     by_name = {r.name: r for r in releases}
     assert list(by_name) == ["metallb", "traefik"]
     metallb = by_name["metallb"]
@@ -327,7 +342,7 @@ def test_the_configured_address_pool_and_metallb_version():
     gateway["cluster"] = {"source": "Existing", "existing": {"kubeconfig": "kubeconfig-text"}}
     gateway["traefik"]["metallb"] = {"addressPool": "192.168.10.200-192.168.10.250", "version": "0.15.2"}
     fleet = fleet_with(inferenceGateway=gateway)
-    objects, releases = fd.render_inference_gateway(fleet.inference_gateway, None)
+    objects, releases = gateway_parts(fleet)
     assert releases[0].version == "0.15.2"
     (pool,) = [o for o in objects if o["kind"] == "IPAddressPool"]
     assert pool["spec"]["addresses"] == ["192.168.10.200-192.168.10.250"]
@@ -335,15 +350,9 @@ def test_the_configured_address_pool_and_metallb_version():
 
 def test_without_a_load_balancer_there_is_no_metallb():
     fleet = stack_fleet("cloud")
-    objects, releases = fd.render_inference_gateway(fleet.inference_gateway, None)
+    objects, releases = gateway_parts(fleet)
     assert [r.name for r in releases] == ["traefik"] and releases[0].depends_on == ()
     assert not [o for o in objects if o["apiVersion"].startswith("metallb.io")]
-
-
-def test_metallb_without_a_pool_is_an_error():
-    fleet = fleet_with()
-    with pytest.raises(ValueError, match="address pool"):
-        fd.render_inference_gateway(fleet.inference_gateway, None)
 
 
 V151 = "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/standard-install.yaml"
@@ -483,7 +492,7 @@ def test_custom_header_and_bare_token():
     fleet = fleet_with(modelEndpoints={"ml-team": {"saas": {
         "url": "https://api.example.com/", "auth": {"token": TOKEN, "header": "x-api-key", "scheme": ""}}}})
     endpoint = fleet.model_endpoints[NamespacedName("ml-team", "saas")]
-    middleware = fd.endpoint_auth_middleware("ml-team", "saas", endpoint.auth)
+    middleware = traefik.endpoint_auth_middleware("ml-team", "saas", endpoint.auth)
     assert middleware["spec"]["headers"]["customRequestHeaders"] == {
         "x-api-key": "<secret: modelplane:modelEndpoints.ml-team.saas.auth.token>"}
     assert TOKEN not in json.dumps(middleware)

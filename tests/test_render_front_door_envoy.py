@@ -63,10 +63,12 @@ def assert_valid(objects):
 @pytest.mark.parametrize("stack, expected", [
     ("demo", {"Namespace": 3, "IPAddressPool": 1, "L2Advertisement": 1, "EnvoyProxy": 1, "GatewayClass": 1,
               "Gateway": 1, "ClientTrafficPolicy": 1, "EnvoyExtensionPolicy": 1, "HTTPRouteFilter": 5,
-              "HTTPRoute": 2, "Service": 2, "EndpointSlice": 2, "Backend": 2, "BackendTrafficPolicy": 1}),
-    ("cloud", {"Namespace": 2, "EnvoyProxy": 1, "GatewayClass": 1, "Gateway": 1, "ClientTrafficPolicy": 1,
-               "EnvoyExtensionPolicy": 1, "HTTPRouteFilter": 7, "HTTPRoute": 4, "Service": 3, "EndpointSlice": 3,
-               "Backend": 5, "BackendTrafficPolicy": 2}),
+              "HTTPRoute": 2, "Service": 2, "EndpointSlice": 2, "Backend": 2, "BackendTrafficPolicy": 2}),
+    # A hand-made endpoint (together): the internal hop Gateway with its own EnvoyProxy, policies and NetworkPolicy;
+    # the fallback tier's EnvoyPatchPolicy.
+    ("cloud", {"Namespace": 2, "EnvoyProxy": 2, "GatewayClass": 1, "Gateway": 2, "ClientTrafficPolicy": 2,
+               "EnvoyExtensionPolicy": 2, "HTTPRouteFilter": 7, "HTTPRoute": 4, "Service": 3, "EndpointSlice": 3,
+               "Backend": 5, "BackendTrafficPolicy": 4, "NetworkPolicy": 1, "EnvoyPatchPolicy": 1}),
 ])
 def test_the_shipped_stacks_front_doors_are_valid_envoy_gateway_objects(stack, expected):
     fleet, manifests = front_door(stack_config(stack))
@@ -76,7 +78,8 @@ def test_the_shipped_stacks_front_doors_are_valid_envoy_gateway_objects(stack, e
     assert manifests.remote_manifests == []  # Envoy Gateway's chart brings the Gateway API CRDs
     [release] = [r for r in manifests.releases if r.chart == "gateway-helm"]
     assert (release.name, release.version, release.namespace) == ("mp-gateway-helm", "v1.8.1", "envoy-gateway-system")
-    assert release.values == {"config": {"envoyGateway": {"extensionApis": {"enableBackend": True}}}}
+    assert release.values == {"config": {"envoyGateway": {"extensionApis": {"enableBackend": True,
+                                                                              "enableEnvoyPatchPolicy": True}}}}
 
 
 @pytest.mark.parametrize("stack", ["demo", "cloud"])
@@ -87,7 +90,8 @@ def test_every_service_is_health_checked_ejected_and_retried(stack):
               if o["kind"] == "HTTPRoute" and o["metadata"]["namespace"] != "modelplane-system"
               and not o["spec"].get("hostnames")}
     policies = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in manifests.objects
-                if o["kind"] == "BackendTrafficPolicy"}
+                if o["kind"] == "BackendTrafficPolicy" and o["spec"]["targetRefs"][0]["kind"] == "HTTPRoute"
+                and (o["metadata"]["namespace"], o["metadata"]["name"]) in routes}
     assert set(routes) == set(policies) == {(k.namespace, k.name) for k in fleet.model_services}
     for key, policy in policies.items():
         spec = policy["spec"]
@@ -99,7 +103,10 @@ def test_every_service_is_health_checked_ejected_and_retried(stack):
         passive = spec["healthCheck"]["passive"]
         assert passive["consecutiveLocalOriginFailures"] == 1 and passive["maxEjectionPercent"] == 100
         assert spec["healthCheck"]["panicThreshold"] == 0
-        assert spec["retry"] == {"numRetries": 1, "retryOn": {"triggers": ["connect-failure", "refused-stream", "reset"]}}
+        # Only what never reached an engine is sent again: a generation is never run (or billed) twice.
+        assert spec["retry"] == {"numRetries": 1, "retryOn": {"triggers": [
+            "connect-failure", "refused-stream", "reset-before-request"]}}
+        assert spec["responseOverride"] == envoy.local_error_overrides()
 
 
 @pytest.mark.parametrize("stack", ["demo", "cloud"])
@@ -119,26 +126,31 @@ def test_a_services_backends_can_share_one_envoy_cluster(stack):
                        for e in endpoints), endpoints
 
 
-def test_one_base_url_routes_by_model_and_the_path_routes_keep_working():
-    _, manifests = front_door(stack_config("demo"))
-    route = by_kind(manifests.objects, "HTTPRoute")["mock"]
-    path_rule, model_rule = route["spec"]["rules"]
-    assert path_rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/ml-team/mock/"}}]
-    assert model_rule["matches"] == [
-        {"path": {"type": "Exact", "value": path},
-         "headers": [{"type": "Exact", "name": "x-modelplane-model", "value": "ml-team/mock"}]} for path in MODEL_PATHS]
-    assert path_rule["backendRefs"] == model_rule["backendRefs"]
+@pytest.mark.parametrize("stack", ["demo", "cloud"])
+def test_one_rule_per_service_so_one_envoy_cluster_holds_its_health_and_ejection(stack):
+    """Finding 7: the path way in and the model way in are matches of one rule (one Envoy cluster), and the
+    router's header never reaches a backend."""
+    fleet, manifests = front_door(stack_config(stack))
+    routes = by_kind(manifests.objects, "HTTPRoute")
     filters = by_kind(manifests.objects, "HTTPRouteFilter")
-    path_filter = filters[path_rule["filters"][0]["extensionRef"]["name"]]
-    assert path_filter["spec"]["urlRewrite"] == {"hostname": {"type": "Backend"}, "path": {
-        "type": "ReplaceRegexMatch", "replaceRegexMatch": {"pattern": "^/ml\\-team/mock/", "substitution": "/"}}}
-    host_filter = filters[model_rule["filters"][0]["extensionRef"]["name"]]
-    assert host_filter["spec"]["urlRewrite"] == {"hostname": {"type": "Backend"}}
+    for key in fleet.model_services:
+        [rule] = routes[key.name]["spec"]["rules"]
+        assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": f"/{key.namespace}/{key.name}/"}}] + [
+            {"path": {"type": "Exact", "value": path},
+             "headers": [{"type": "Exact", "name": "x-modelplane-model", "value": f"{key.namespace}/{key.name}"}]}
+            for path in MODEL_PATHS]
+        path_filter, drop = rule["filters"]
+        prefix = {"ml-team/mock": "^/ml\\-team/mock/", "ml-team/chat": "^/ml\\-team/chat/",
+                  "ml-team/llama": "^/ml\\-team/llama/"}[f"{key.namespace}/{key.name}"]
+        assert filters[path_filter["extensionRef"]["name"]]["spec"]["urlRewrite"] == {
+            "hostname": {"type": "Backend"}, "path": {
+                "type": "ReplaceRegexMatch", "replaceRegexMatch": {"pattern": prefix, "substitution": "/"}}}
+        assert drop == {"type": "RequestHeaderModifier", "requestHeaderModifier": {"remove": ["x-modelplane-model"]}}
 
 
 def test_the_model_router_knows_every_name_and_the_api_answers_in_its_own_shape():
     _, manifests = front_door(stack_config("demo"))
-    [policy] = by_kind(manifests.objects, "EnvoyExtensionPolicy").values()
+    policy = by_kind(manifests.objects, "EnvoyExtensionPolicy")["model-router"]
     assert policy["spec"]["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
                                              "name": "modelplane"}]
     script = policy["spec"]["lua"][0]["inline"]
@@ -152,7 +164,10 @@ def test_the_model_router_knows_every_name_and_the_api_answers_in_its_own_shape(
     anthropic = json.loads(filters["unknown-model-messages"]["spec"]["directResponse"]["body"]["inline"])
     assert anthropic["type"] == "error" and anthropic["error"]["type"] == "not_found_error"
     [client] = by_kind(manifests.objects, "ClientTrafficPolicy").values()
-    assert client["spec"]["connection"] == {"bufferLimit": "16Mi"}  # prompts bigger than Envoy's 32 KiB default
+    # Prompts bigger than Envoy's 32 KiB default, up to the request-body limit (4Mi unless configured).
+    assert client["spec"]["connection"] == {"bufferLimit": str(4 * 1024 * 1024)}
+    # A client's own router header is dropped before routing (finding 3).
+    assert client["spec"]["headers"] == {"earlyRequestHeaders": {"remove": ["x-modelplane-model"]}}
 
 
 # --- replicas, hops and the fallback tier -----------------------------------------------------------------
@@ -195,36 +210,190 @@ def test_a_fallback_endpoint_is_a_fallback_backend_behind_its_own_hop():
     fallback = child_name("saas", "fallback")
     assert fallback in refs and "saas" not in backends  # the endpoint serves this service as a fallback only
     assert backends[fallback]["spec"] == {"fallback": True, "endpoints": [{
-        "fqdn": {"hostname": "modelplane-front-door.envoy-gateway-system.svc.cluster.local", "port": 80},
+        "fqdn": {"hostname": "modelplane-hop.envoy-gateway-system.svc.cluster.local", "port": 80},
         "hostname": "saas.ml-team.endpoint.modelplane.internal"}]}
     assert all("fallback" not in backends[r]["spec"] for r in refs - {fallback})
     upstream = backends[child_name("saas", "upstream")]["spec"]
-    assert upstream == {"endpoints": [{"fqdn": {"hostname": "api.example.com", "port": 443}}],
+    assert upstream == {"endpoints": [{"fqdn": {"hostname": "api.example.com", "port": 443},
+                                       "hostname": "api.example.com"}],
                         "tls": {"wellKnownCACertificates": "System", "sni": "api.example.com"}}
     hop = by_kind(manifests.objects, "HTTPRoute")[child_name("saas", "hop")]
+    assert hop["spec"]["parentRefs"] == [{"name": "modelplane-hop", "namespace": "modelplane-system"}]
     assert hop["spec"]["hostnames"] == ["saas.ml-team.endpoint.modelplane.internal"]
     health, traffic = hop["spec"]["rules"]
-    assert health["filters"][0]["urlRewrite"] == {"hostname": "api.example.com", "path": {
-        "type": "ReplaceFullPath", "replaceFullPath": "/openai/v1/models"}}  # the provider's own answer, with our key
-    assert traffic["filters"][0]["urlRewrite"] == {"hostname": "api.example.com", "path": {
-        "type": "ReplacePrefixMatch", "replacePrefixMatch": "/openai/"}}
+    # The front door's probe is answered by the hop: the provider is not polled with the key (finding 10).
+    healthy = by_kind(manifests.objects, "HTTPRouteFilter")[health["filters"][0]["extensionRef"]["name"]]
+    assert healthy["spec"]["directResponse"]["statusCode"] == 200 and "backendRefs" not in health
+    # Only the model paths reach the provider (finding 1: no files, fine-tuning or images on the fleet's key).
+    assert traffic["matches"] == [{"path": {"type": "Exact", "value": p}, "method": "POST"} for p in MODEL_PATHS]
+    host, base, drop, inject = traffic["filters"]
+    assert host["urlRewrite"] == {"hostname": "api.example.com"}
+    base_filter = by_kind(manifests.objects, "HTTPRouteFilter")[base["extensionRef"]["name"]]
+    assert base_filter["spec"]["urlRewrite"] == {"path": {"type": "ReplaceRegexMatch", "replaceRegexMatch": {
+        "pattern": "^/", "substitution": "/openai/"}}}
+    # A client's own account headers never reach the provider beside the fleet's key (finding 10).
+    assert drop == {"type": "RequestHeaderModifier", "requestHeaderModifier": {"remove": [
+        "x-api-key", "api-key", "proxy-authorization", "cookie", "openai-organization", "openai-project",
+        "anthropic-organization"]}}
     auth = child_name("saas", "auth")
-    assert health["filters"][1] == traffic["filters"][1] == {
-        "type": "ExtensionRef", "extensionRef": {"group": "gateway.envoyproxy.io", "kind": "HTTPRouteFilter",
-                                                 "name": auth}}
+    assert inject == {"type": "ExtensionRef", "extensionRef": {"group": "gateway.envoyproxy.io",
+                                                               "kind": "HTTPRouteFilter", "name": auth}}
     secret = by_kind(manifests.objects, "Secret")[auth]
     assert secret["stringData"] == {"credential": "Bearer <secret: modelplane:modelEndpoints.ml-team.saas.auth.token>"}
     injection = by_kind(manifests.objects, "HTTPRouteFilter")[auth]["spec"]["credentialInjection"]
     assert injection == {"header": "Authorization", "overwrite": True, "credential": {"valueRef": {"name": auth}}}
-    [policy] = by_kind(manifests.objects, "EnvoyExtensionPolicy").values()
-    assert '["saas.ml-team.endpoint.modelplane.internal"] = "gpt-4o-mini"' in policy["spec"]["lua"][0]["inline"]
+    # The hop checks, without the key and seldom, that the provider answers at all.
+    policy = by_kind(manifests.objects, "BackendTrafficPolicy")[child_name("saas", "hop")]
+    assert policy["spec"]["healthCheck"] == {"active": {
+        "type": "HTTP", "interval": "30s", "timeout": "5s", "unhealthyThreshold": 2, "healthyThreshold": 1,
+        "http": {"path": "/openai/v1/models", "expectedStatuses": [200, 401, 403]}}}
+    assert "retry" not in policy["spec"]  # a provider is never sent a request twice
+    hop_router = by_kind(manifests.objects, "EnvoyExtensionPolicy")["modelplane-hop"]
+    assert hop_router["spec"]["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                                 "name": "modelplane-hop"}]
+    assert '["saas.ml-team.endpoint.modelplane.internal"] = "gpt-4o-mini"' in hop_router["spec"]["lua"][0]["inline"]
+    assert_valid(manifests.objects)
+
+
+def test_the_hop_is_never_on_the_public_listener():
+    """Finding 1: whatever Host a client sends to the public address, nothing there adds a credential."""
+    _, manifests = front_door(with_saas(auth={"token": TOKEN}))
+    gateways = by_kind(manifests.objects, "Gateway")
+    assert set(gateways) == {"modelplane", "modelplane-hop"}
+    # The hop's Envoy has a ClusterIP Service only: no load balancer, no node port.
+    assert gateways["modelplane-hop"]["spec"]["infrastructure"] == {"parametersRef": {
+        "group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": "modelplane-hop"}}
+    hop_proxy = by_kind(manifests.objects, "EnvoyProxy")["modelplane-hop"]
+    assert hop_proxy["spec"]["provider"]["kubernetes"]["envoyService"] == {"name": "modelplane-hop", "type": "ClusterIP"}
+    public_routes = [o for o in manifests.objects if o["kind"] == "HTTPRoute"
+                     and {p["name"] for p in o["spec"]["parentRefs"]} & {"modelplane"}]
+    hop_routes = [o for o in manifests.objects if o["kind"] == "HTTPRoute"
+                  and {p["name"] for p in o["spec"]["parentRefs"]} == {"modelplane-hop"}]
+    assert hop_routes and all(not r["spec"].get("hostnames") for r in public_routes)
+    credential_filters = {o["metadata"]["name"] for o in manifests.objects
+                          if o["kind"] == "HTTPRouteFilter" and "credentialInjection" in o["spec"]}
+    used_publicly = {f["extensionRef"]["name"] for r in public_routes for rule in r["spec"]["rules"]
+                     for f in rule.get("filters", []) if f["type"] == "ExtensionRef"}
+    assert credential_filters and not credential_filters & used_publicly
+    # Inside the cluster only the front door's own Envoy pods reach the hop's listener.
+    policy = by_kind(manifests.objects, "NetworkPolicy")["modelplane-hop"]
+    assert policy["metadata"]["namespace"] == "envoy-gateway-system"
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": {"gateway.envoyproxy.io/owning-gateway-name": "modelplane-hop",
+                                        "gateway.envoyproxy.io/owning-gateway-namespace": "modelplane-system"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {
+                        "gateway.envoyproxy.io/owning-gateway-name": "modelplane",
+                        "gateway.envoyproxy.io/owning-gateway-namespace": "modelplane-system"}}}],
+                     "ports": [{"protocol": "TCP", "port": 10080}]},
+                    {"ports": [{"protocol": "TCP", "port": 19003}]}]}
+    assert_valid(manifests.objects)
+
+
+def test_a_fleet_without_hand_made_endpoints_has_no_hop():
+    _, manifests = front_door(stack_config("demo"))
+    assert set(by_kind(manifests.objects, "Gateway")) == {"modelplane"}
+    assert not by_kind(manifests.objects, "NetworkPolicy")
+
+
+def test_without_a_credential_the_client_headers_pass_to_the_endpoint():
+    """Another team's server the client holds its own key for: only the fleet's key makes headers dangerous."""
+    _, manifests = front_door(with_saas())
+    hop = by_kind(manifests.objects, "HTTPRoute")[child_name("saas", "hop")]
+    assert [f["type"] for f in hop["spec"]["rules"][1]["filters"]] == ["URLRewrite"]
+
+
+@pytest.mark.parametrize("fallback, factor, threshold", [
+    (None, 1_000_000, 0.01),  # AllPrimariesDown: every request stays in the fleet while any primary is healthy
+    ({"when": "AllPrimariesDown"}, 1_000_000, 0.01),
+    ({"when": "BelowHealthy", "healthyPercent": 50}, 200, 50.0),
+    ({"when": "BelowHealthy", "healthyPercent": 72}, 139, 71.94),  # Envoy's own default is 140 (71.43%)
+    ({"when": "BelowHealthy", "healthyPercent": 100}, 100, 100.0),
+])
+def test_the_fallback_tier_takes_traffic_only_as_the_service_says(fallback, factor, threshold):
+    """Finding 6: Envoy's fixed factor 1.4 spilled ~30% to the SaaS tier with one of two replicas down."""
+    config = with_saas()
+    if fallback is not None:
+        config["modelServices"]["ml-team"]["mock"]["fallback"] = fallback
+    _, manifests = front_door(config)
+    [patch] = by_kind(manifests.objects, "EnvoyPatchPolicy").values()
+    assert patch["metadata"] == {"name": "fallback.mock.ml-team", "namespace": "modelplane-system",
+                                 "labels": {"app.kubernetes.io/managed-by": "modelplane"}}
+    assert patch["spec"] == {
+        "targetRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "modelplane"},
+        "type": "JSONPatch",
+        "jsonPatches": [{"type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                         "name": "httproute/ml-team/mock/rule/0",
+                         "operation": {"op": "add", "path": "/loadAssignment/policy",
+                                       "value": {"overprovisioningFactor": factor}}}]}
+    assert round(envoy.spill_threshold(factor), 2) == threshold
+    assert_valid(manifests.objects)
+
+
+def test_a_service_without_a_fallback_tier_gets_no_patch():
+    _, manifests = front_door(with_saas(fallback=False))
+    assert not by_kind(manifests.objects, "EnvoyPatchPolicy")
+
+
+@pytest.mark.parametrize("healthy, total, factor, primary_share", [
+    (1, 2, 140, 70),  # Envoy's default: one of two replicas down sends 30% to the fallback tier
+    (1, 2, 1_000_000, 100),
+    (1, 1000, 1_000_000, 100),
+    (0, 2, 1_000_000, 0),
+    (1, 2, 200, 100),  # BelowHealthy 50: at 50% healthy, still all in the fleet
+    (2, 5, 200, 80),
+])
+def test_envoys_priority_load_under_the_rendered_factors(healthy, total, factor, primary_share):
+    """Envoy's rule (load_balancer_impl.cc): priority 0 takes min(100, factor x healthy / total) percent."""
+    assert min(100, factor * healthy // total) == primary_share
+
+
+def test_envoys_own_errors_and_unknown_paths_answer_in_json():
+    """Finding 8: no plain-text `no healthy upstream`, no bare 404."""
+    _, manifests = front_door(stack_config("demo"))
+    overrides = envoy.local_error_overrides()
+    assert [(o["match"], o["source"]) for o in overrides] == [
+        ({"statusCodes": [{"type": "Value", "value": 413}]}, "Local"),
+        ({"statusCodes": [{"type": "Value", "value": 503}]}, "Local")]
+    for override in overrides:
+        body = json.loads(override["response"]["body"]["inline"])
+        # Both clients read it: OpenAI's `error.message/type/code`, Anthropic's `type: error` and `error.type`.
+        assert body["type"] == "error" and {"type", "code", "message"} <= set(body["error"])
+        assert override["response"]["contentType"] == "application/json"
+    gateway_policy = by_kind(manifests.objects, "BackendTrafficPolicy")["front-door"]
+    assert gateway_policy["spec"] == {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                                      "name": "modelplane"}], "responseOverride": overrides}
+    api = by_kind(manifests.objects, "HTTPRoute")["model-api"]
+    catch_all = api["spec"]["rules"][-1]
+    assert catch_all["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    unknown = by_kind(manifests.objects, "HTTPRouteFilter")[catch_all["filters"][0]["extensionRef"]["name"]]
+    assert unknown["spec"]["directResponse"]["statusCode"] == 404
+    assert json.loads(unknown["spec"]["directResponse"]["body"]["inline"])["error"]["code"] == "unknown_path"
+    # /v1/responses (OpenAI's Responses API) is routed by model like the other model paths.
+    assert "/v1/responses" in MODEL_PATHS
+    assert {"path": {"type": "Exact", "value": "/v1/responses"}} in api["spec"]["rules"][1]["matches"]
+
+
+@pytest.mark.parametrize("limit, expected", [(None, 4 * 1024 * 1024), ("512Ki", 524288), ("16Mi", 16777216),
+                                             ("2000000", 2000000)])
+def test_the_request_body_limit_is_configurable(limit, expected):
+    """Finding 9: the limit bounds the buffer Envoy keeps per request, and the router answers 413 above it."""
+    config = stack_config("demo")
+    if limit is not None:
+        config["inferenceGateway"]["envoyGateway"]["requestBodyLimit"] = limit
+    _, manifests = front_door(config)
+    [client] = by_kind(manifests.objects, "ClientTrafficPolicy").values()
+    assert client["spec"]["connection"] == {"bufferLimit": str(expected)}
+    script = by_kind(manifests.objects, "EnvoyExtensionPolicy")["model-router"]["spec"]["lua"][0]["inline"]
+    assert f"local BODY_LIMIT = {expected}\n" in script
     assert_valid(manifests.objects)
 
 
 @pytest.mark.parametrize("url, address, host", [
     ("http://10.0.0.7:8000/", {"ip": {"address": "10.0.0.7", "port": 8000}}, {"hostname": "10.0.0.7"}),
     ("http://[fd00::10]:8000/", {"ip": {"address": "fd00::10", "port": 8000}}, {}),
-    ("https://LLM.Example.com:8443/", {"fqdn": {"hostname": "llm.example.com", "port": 8443}},
+    ("https://LLM.Example.com:8443/", {"fqdn": {"hostname": "llm.example.com", "port": 8443},
+                                       "hostname": "llm.example.com"},  # the Host of the hop's own check
      {"hostname": "llm.example.com"}),
 ])
 def test_a_hand_made_endpoint_on_an_address_or_a_port_of_its_own(url, address, host):
@@ -233,7 +402,9 @@ def test_a_hand_made_endpoint_on_an_address_or_a_port_of_its_own(url, address, h
     assert upstream["endpoints"] == [address]
     assert ("tls" in upstream) == url.startswith("https")
     hop = by_kind(manifests.objects, "HTTPRoute")[child_name("saas", "hop")]
-    assert [f["urlRewrite"] for f in hop["spec"]["rules"][1].get("filters", [])] == ([host] if host else [])
+    assert [f.get("urlRewrite") for f in hop["spec"]["rules"][1].get("filters", [])] == ([host] if host else [])
+    check = by_kind(manifests.objects, "BackendTrafficPolicy")[child_name("saas", "hop")]["spec"]["healthCheck"]
+    assert check["active"]["http"]["path"] == "/v1/models"
     assert_valid(manifests.objects)
 
 

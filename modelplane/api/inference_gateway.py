@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
@@ -51,8 +52,38 @@ class Traefik(LoadBalancing):
     version: SingleLine = Field(min_length=1)  # the Traefik Helm chart version, e.g. "40.2.0"
 
 
+_BODY_LIMIT = re.compile(r"([1-9][0-9]{0,9})(Ki|Mi)?")
+_BODY_LIMIT_RANGE = (1024, 64 * 1024 * 1024)
+DEFAULT_BODY_LIMIT = "4Mi"
+
+
+def body_limit_bytes(value: str) -> int:
+    """A request-body limit (`4Mi`, `512Ki`, `1000000`) in bytes."""
+    match = _BODY_LIMIT.fullmatch(value)
+    if match is None:
+        raise ValueError(value)
+    return int(match.group(1)) * {None: 1, "Ki": 1024, "Mi": 1024 * 1024}[match.group(2)]
+
+
+def _body_limit(value: str) -> str:
+    try:
+        size = body_limit_bytes(value)
+    except ValueError:
+        raise ValueError(f"{shown(value)} is not a size: bytes, or a number with Ki or Mi (e.g. '4Mi', "
+                         "'512Ki')") from None
+    low, high = _BODY_LIMIT_RANGE
+    if not low <= size <= high:
+        raise ValueError(f"{shown(value)} is outside 1Ki..64Mi: a smaller limit refuses real prompts, and the "
+                         "front door holds up to this much per request in memory")
+    return value
+
+
 class EnvoyGatewayFrontDoor(LoadBalancing):
     """The front door on Envoy Gateway, at `servingStack.versions.envoyGateway` (the workload clusters' version)."""
+
+    # The largest request body the front door accepts: a larger one is answered 413 (in the API's error
+    # shape) before it is read. Envoy buffers a request's body up to this size to read its `model`.
+    request_body_limit: Annotated[str, AfterValidator(_body_limit)] = DEFAULT_BODY_LIMIT
 
 
 Proxy = Literal["EnvoyGateway", "Traefik"]
@@ -70,7 +101,13 @@ class InferenceGateway(ApiModel):
     preinstalled: list[str] = Field(default_factory=list, max_length=8)
 
     @property
-    def proxy(self) -> str:
+    def request_body_limit(self) -> int:
+        """The front door's request-body limit in bytes (Envoy Gateway only)."""
+        block = self.envoy_gateway
+        return body_limit_bytes(block.request_body_limit if block is not None else DEFAULT_BODY_LIMIT)
+
+    @property
+    def proxy(self) -> Proxy:
         """The proxy that serves the front door: `backend`, or what its unset default means."""
         return self.backend or ("Traefik" if self.traefik is not None else "EnvoyGateway")
 

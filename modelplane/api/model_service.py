@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import ApiModel, LabelSelector, MatchLabels, SecretValue, UserLabels, _checked
+from .common import ApiModel, LabelSelector, MatchLabels, Rules, SecretValue, UserLabels, _checked
 from .errors import shown
 
 
@@ -43,10 +43,39 @@ def _provider_model(value: str) -> str:
     return value
 
 
+FallbackWhen = Literal["AllPrimariesDown", "BelowHealthy"]
+
+
+class FallbackPolicy(ApiModel):
+    """When a service's `fallback: true` endpoints get traffic (Envoy priority failover).
+
+    AllPrimariesDown (the default): only while no primary endpoint is healthy. BelowHealthy: part of the
+    traffic spills once fewer than `healthyPercent` of the primaries are healthy (Envoy's own default
+    is 72%), the more the fewer are healthy.
+    """
+
+    when: FallbackWhen = "AllPrimariesDown"
+    healthy_percent: int | None = Field(default=None, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _percent_with_below_healthy(self) -> "FallbackPolicy":
+        rules = Rules()
+        if self.when == "BelowHealthy":
+            rules.check(self.healthy_percent is not None, ["healthyPercent"],
+                        "is required with when: BelowHealthy (e.g. healthyPercent: 50)")
+        else:
+            rules.check(self.healthy_percent is None, ["healthyPercent"],
+                        "only applies with when: BelowHealthy; remove it")
+        rules.raise_if_any()
+        return self
+
+
 class ModelService(ApiModel):
     endpoints: list[ServiceEndpoint] = Field(min_length=1, max_length=64)
     # A short name clients may put in the request's `model` besides '<namespace>/<service>'; unique in the fleet.
     alias: Annotated[str, AfterValidator(_alias)] | None = None
+    # When the fallback endpoints take traffic (Envoy Gateway front door); unset: AllPrimariesDown.
+    fallback: FallbackPolicy | None = None
 
 
 def _url_shown(value: str) -> str:

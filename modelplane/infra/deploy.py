@@ -136,7 +136,6 @@ def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, r
     aliases = {name: GatewayAlias(gateway.cluster, name, gateway.provider, infra.clusters[name].serving_stack.address,
                                   list(gateway.ready), pulumi.ResourceOptions(parent=gateway))
                for name in parts.gateway_aliases}
-    envoy_front_door = parts.proxy == "EnvoyGateway"
     endpoints: dict[str, ModelEndpoint] = {}
     for endpoint in parts.endpoints:
         key = f"{endpoint.namespace}/{endpoint.name}"
@@ -147,9 +146,9 @@ def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, r
             address = infra.clusters[endpoint.replica.cluster].serving_stack.address
             if endpoint.replica.cluster in aliases:
                 depends_on.append(aliases[endpoint.replica.cluster])
-        objects = parts.objects_of(endpoint) if envoy_front_door else None
         endpoints[key] = ModelEndpoint(endpoint, gateway.cluster, gateway.provider, address, secrets, depends_on,
-                                       objects=objects)
+                                       render=parts.objects_of,
+                                       hold_gateway_address=parts.proxy.endpoints_hold_gateway_address)
     services: dict[str, ModelService] = {}
     for key, objects in parts.routes.items():
         depends_on = [*gateway.ready, namespaces[key.namespace]]

@@ -1,12 +1,11 @@
 """ModelEndpoint: a backend on the front door (a placed replica's gateway path, or a hand-made URL)."""
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pulumi
 
-from ...render.front_door import FrontDoorEndpoint
+from ...render.front_door_backends import FrontDoorEndpoint
 from ...render.front_door_envoy import gateway_alias_objects
 from ...render.types import WORKLOAD_GATEWAY_PORT, gateway_address_placeholder
 from ..kube import apply_object, resource_name, substitute
@@ -15,30 +14,29 @@ from .replica import component_name
 
 
 class ModelEndpoint(pulumi.ComponentResource):
-    """A backend on the front door: Envoy Gateway Backends (plus a hand-made endpoint's hop), or with
-    Traefik a selectorless Service and its EndpointSlice (plus the auth Middleware of a hand-made endpoint).
+    """A backend on the front door: what the proxy deploys for it (`FrontDoorParts.objects_of`).
 
-    A replica's endpoint points at its workload cluster's Gateway, whose address is known only once
-    that Gateway is programmed: the objects are rendered again with the real address (an IP gives
-    an IPv4 EndpointSlice, a load balancer hostname an FQDN one). It is created only after
-    `depends_on` (the replica's workloads, ready).
+    `render(endpoint, url)` gives its objects at a URL. When they hold a replica's workload-cluster
+    gateway address (`hold_gateway_address`: Traefik), which is known only once that Gateway is
+    programmed, they are rendered again with the real address (an IP gives an IPv4 EndpointSlice, a
+    load balancer hostname an FQDN one); Envoy Gateway's Backends name the cluster's gateway instead.
+    It is created only after `depends_on` (the replica's workloads, ready).
     """
 
     def __init__(self, endpoint: FrontDoorEndpoint, cluster: str, provider: pulumi.ProviderResource,
                  gateway_address: pulumi.Output[str] | None, secrets: Mapping[str, pulumi.Input[str]],
-                 depends_on: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None,
-                 objects: list[dict[str, Any]] | None = None) -> None:
+                 depends_on: list[pulumi.Resource], render: Callable[[FrontDoorEndpoint, str | None], list[dict[str, Any]]],
+                 hold_gateway_address: bool, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None,
                          opts)
         child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
-        # `objects`: an Envoy Gateway front door's Backends, which name the cluster's gateway, not its address.
-        templates = objects if objects is not None else endpoint.objects()
+        templates = render(endpoint, None)
         url: pulumi.Input[str] = endpoint.url
         actual: pulumi.Output[list[dict[str, Any]]] | None = None
-        if endpoint.replica is not None and gateway_address is not None and objects is None:
+        if endpoint.replica is not None and gateway_address is not None and hold_gateway_address:
             placeholder = gateway_address_placeholder(endpoint.replica.cluster)
             url = gateway_address.apply(lambda address: endpoint.url.replace(placeholder, _known(address, endpoint)))
-            actual = url.apply(lambda real: dataclasses.replace(endpoint, url=real).objects())
+            actual = url.apply(lambda real: render(endpoint, real))
         self.resources = []
         for i, template in enumerate(templates):
             obj = template if actual is None else _late_fields(template, actual, i)
