@@ -454,6 +454,14 @@ def _fallback_on_traefik() -> dict:
     return config
 
 
+def _with_service_fallback(config: dict, fallback: dict, plain_entries: bool = False) -> dict:
+    config["modelServices"]["ml-team"]["mock"]["fallback"] = fallback
+    if plain_entries:  # only the service-level setting is wrong
+        for entry in config["modelServices"]["ml-team"]["mock"]["endpoints"]:
+            entry.pop("fallback", None)
+    return config
+
+
 BAD = {
     "an alias used twice": (_twice_aliased(), "modelplane:modelServices.ml-team.other.alias",
                             "'mock' is already the alias of ml-team/mock"),
@@ -473,6 +481,25 @@ BAD = {
         "modelplane:inferenceGateway.traefik", "backend Traefik needs the 'traefik' block"),
     "a provider model name with a quote": (with_saas(model='gpt"4'), "modelplane:modelEndpoints.ml-team.saas.model",
                                            "is not a model name"),
+    "fallback.when on Traefik": (_with_service_fallback(_fallback_on_traefik(), {"when": "AllPrimariesDown"},
+                                                        plain_entries=True),
+                                 "modelplane:modelServices.ml-team.mock.fallback", "needs the front door on Envoy Gateway"),
+    "BelowHealthy without a percentage": (_with_service_fallback(with_saas(), {"when": "BelowHealthy"}),
+                                          "modelplane:modelServices.ml-team.mock.fallback.healthyPercent",
+                                          "is required with when: BelowHealthy"),
+    "a percentage with AllPrimariesDown": (_with_service_fallback(with_saas(), {"healthyPercent": 50}),
+                                           "modelplane:modelServices.ml-team.mock.fallback.healthyPercent",
+                                           "only applies with when: BelowHealthy"),
+    "a percentage of 0": (_with_service_fallback(with_saas(), {"when": "BelowHealthy", "healthyPercent": 0}),
+                          "modelplane:modelServices.ml-team.mock.fallback.healthyPercent", "must be at least 1"),
+    "an unknown fallback mode": (_with_service_fallback(with_saas(), {"when": "Sometimes"}),
+                                 "modelplane:modelServices.ml-team.mock.fallback.when", "AllPrimariesDown"),
+    "a body limit that is no size": ({**with_saas(), "inferenceGateway": {**GATEWAY, "envoyGateway": {
+        **GATEWAY["envoyGateway"], "requestBodyLimit": "4MB"}}},
+        "modelplane:inferenceGateway.envoyGateway.requestBodyLimit", "is not a size"),
+    "a body limit too small for a prompt": ({**with_saas(), "inferenceGateway": {**GATEWAY, "envoyGateway": {
+        **GATEWAY["envoyGateway"], "requestBodyLimit": "512"}}},
+        "modelplane:inferenceGateway.envoyGateway.requestBodyLimit", "outside 1Ki..64Mi"),
     "preinstalled gatewayApi on Envoy Gateway": ({**with_saas(), "inferenceGateway": {
         **GATEWAY, "cluster": {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}},
         "envoyGateway": {}, "preinstalled": ["gatewayApi"]}},
@@ -485,6 +512,31 @@ def test_config_mistakes_name_the_path_and_the_fix(config, path, message):
     found = errors_of(config)
     assert len(found) == 1, found
     assert found[0][0] == path and message in found[0][1], found
+
+
+def warnings_of(config: dict) -> list[tuple[str, str]]:
+    from modelplane.api.references import check_references
+
+    _, warnings = check_references(load_fleet(copy.deepcopy(config), origin="pulumi"))
+    return [(str(w).split(": ", 1)[0], w.message) for w in warnings]
+
+
+def test_a_credential_on_a_traefik_front_door_is_called_readable():
+    """Finding 10: Traefik cannot take a header value from a Secret, so the key sits in a Middleware's spec."""
+    config = _fallback_on_traefik()
+    config["modelServices"]["ml-team"]["mock"]["endpoints"][1].pop("fallback")
+    config["modelEndpoints"]["ml-team"]["saas"]["auth"] = {"token": TOKEN}
+    [(path, message)] = [w for w in warnings_of(config) if "Middleware" in w[1]]
+    assert path == "modelplane:modelEndpoints.ml-team.saas.auth"
+    assert "anyone who can read Middlewares in namespace 'ml-team'" in message and "EnvoyGateway" in message
+    config["inferenceGateway"] = copy.deepcopy(GATEWAY)  # Envoy Gateway: the key is in a Secret, nothing to say
+    assert not [w for w in warnings_of(config) if "Middleware" in w[1]]
+
+
+def test_a_fallback_setting_without_a_fallback_endpoint_is_called_useless():
+    config = _with_service_fallback(with_saas(fallback=False), {"when": "AllPrimariesDown"})
+    assert warnings_of(config) == [("modelplane:modelServices.ml-team.mock.fallback",
+                                    "has no effect: none of the service's endpoints is `fallback: true`")]
 
 
 def test_a_reference_config_with_a_traefik_block_keeps_traefik():

@@ -10,6 +10,7 @@ from typing import Iterable
 from ..cel import selector_problem
 from .errors import ConfigIssue, shown
 from .fleet import Fleet, NamespacedName
+from .front_door_checks import check_front_door
 from .labels import missing_labels
 from .model_deployment import ModelDeployment
 from .serving_stack import FAKE_GPU_DRIVER
@@ -49,6 +50,9 @@ def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()
     _check_deployments(fleet, errors, warnings, broken)
     _check_services(fleet, errors, broken)
     _check_caches(fleet, warnings)
+    front_door_errors, front_door_warnings = check_front_door(fleet)
+    errors += front_door_errors
+    warnings += front_door_warnings
     return errors, warnings
 
 

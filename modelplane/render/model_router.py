@@ -99,6 +99,13 @@ def hop_router_lua(endpoint_models: Mapping[str, str], body_limit: int = 4 * 102
     return _script("modelplane hop model renamer", tables, "hop_router.lua")
 
 
+def scan_timer_lua(body_limit: int = 4 * 1024 * 1024) -> str:
+    """A chunk returning a function that times the JSON scan alone on a body, in seconds of Lua's clock
+    (for benchmarks/bench_router.py)."""
+    return (_common_tables(body_limit) + files(__package__).joinpath("lua", "json_model.lua").read_text()
+            + "\nreturn function(s) local t = os.clock(); pcall(top_level_model, s); return os.clock() - t end\n")
+
+
 def models_list_body(models: Sequence[tuple[str, str]]) -> str:
     """`GET /v1/models` in OpenAI's list shape: one entry per accepted name (aliases too), sorted."""
     ids = sorted({name for name, _canonical in models})
