@@ -93,23 +93,42 @@ def front_door(refs: list[dict] | None = None, backends: list[dict] | None = Non
         {"apiVersion": EG, "kind": "HTTPRouteFilter", "metadata": meta("svc-path"),
          "spec": {"urlRewrite": {"hostname": {"type": "Backend"}, "path": {
              "type": "ReplaceRegexMatch", "replaceRegexMatch": {"pattern": "^/ml-team/svc/", "substitution": "/"}}}}},
-        {"apiVersion": EG, "kind": "HTTPRouteFilter", "metadata": meta("svc-host"),
-         "spec": {"urlRewrite": {"hostname": {"type": "Backend"}}}},
         {"apiVersion": GW, "kind": "HTTPRoute", "metadata": meta("svc"), "spec": {"parentRefs": parent, "rules": [
-            {"matches": [{"path": {"type": "PathPrefix", "value": "/ml-team/svc/"}}], "filters": [ext("svc-path")],
-             "backendRefs": refs},
-            {"matches": [{"path": {"type": "Exact", "value": "/v1/chat/completions"},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/ml-team/svc/"}},
+                         {"path": {"type": "Exact", "value": "/v1/chat/completions"},
                           "headers": [{"type": "Exact", "name": "x-modelplane-model", "value": "ml-team/svc"}]}],
-             "filters": [ext("svc-host")], "backendRefs": refs}]}},
-        # the hand-made endpoint's hop: its own host on the front door, to the SaaS upstream (not a service rule)
+             "filters": [ext("svc-path"), {"type": "RequestHeaderModifier",
+                                           "requestHeaderModifier": {"remove": ["x-modelplane-model"]}}],
+             "backendRefs": refs}]}},
+        # the fallback tier takes traffic only when no primary is healthy
+        {"apiVersion": EG, "kind": "EnvoyPatchPolicy", "metadata": meta("fallback.svc.ml-team", SYS), "spec": {
+            "targetRef": gateway_ref[0], "type": "JSONPatch", "jsonPatches": [{
+                "type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": CLUSTER,
+                "operation": {"op": "add", "path": "/loadAssignment/policy", "value": {"overprovisioningFactor": 1000000}}}]}},
+        # the hand-made endpoint's hop: an internal Gateway (ClusterIP), its host there, to the SaaS upstream with
+        # the credential (not a service rule)
+        {"apiVersion": EG, "kind": "EnvoyProxy", "metadata": meta("modelplane-hop", SYS),
+         "spec": {"provider": {"type": "Kubernetes", "kubernetes": {"envoyService": {"name": "modelplane-hop",
+                                                                                     "type": "ClusterIP"}}}}},
+        {"apiVersion": GW, "kind": "Gateway", "metadata": meta("modelplane-hop", SYS),
+         "spec": {"gatewayClassName": "modelplane-front-door",
+                  "infrastructure": {"parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy",
+                                                       "name": "modelplane-hop"}},
+                  "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
+                                 "allowedRoutes": {"namespaces": {"from": "All"}}}]}},
         {"apiVersion": EG, "kind": "Backend", "metadata": meta("saas-upstream"),
          "spec": {"endpoints": [{"fqdn": {"hostname": "api.example.com", "port": 443}}],
                   "tls": {"wellKnownCACertificates": "System", "sni": "api.example.com"}}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": meta("saas-auth"), "type": "Opaque",
+         "data": {"credential": "QmVhcmVyIHNrLXRlc3Q="}},
+        {"apiVersion": EG, "kind": "HTTPRouteFilter", "metadata": meta("saas-auth"),
+         "spec": {"credentialInjection": {"header": "Authorization", "overwrite": True,
+                                          "credential": {"valueRef": {"name": "saas-auth"}}}}},
         {"apiVersion": GW, "kind": "HTTPRoute", "metadata": meta("saas-hop"), "spec": {
-            "parentRefs": parent, "hostnames": ["saas.ml-team.endpoint.modelplane.internal"], "rules": [
-                {"matches": [{"path": {"type": "Exact", "value": "/health"}}],
-                 "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "api.example.com", "path": {
-                     "type": "ReplaceFullPath", "replaceFullPath": "/v1/models"}}}],
+            "parentRefs": [{"name": "modelplane-hop", "namespace": SYS}],
+            "hostnames": ["saas.ml-team.endpoint.modelplane.internal"], "rules": [
+                {"matches": [{"path": {"type": "Exact", "value": "/v1/chat/completions"}, "method": "POST"}],
+                 "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "api.example.com"}}, ext("saas-auth")],
                  "backendRefs": [ref("saas-upstream", None)]}]}},
     ]
     if policy:
@@ -121,7 +140,8 @@ def front_door(refs: list[dict] | None = None, backends: list[dict] | None = Non
                             "passive": {"consecutiveLocalOriginFailures": 1, "consecutiveGatewayErrors": 3,
                                         "splitExternalLocalOriginErrors": True, "interval": "2s",
                                         "baseEjectionTime": "10s", "maxEjectionPercent": 100}},
-            "retry": {"numRetries": 1, "retryOn": {"triggers": ["connect-failure", "refused-stream", "reset"]}}}})
+            "retry": {"numRetries": 1, "retryOn": {"triggers": ["connect-failure", "refused-stream",
+                                                                 "reset-before-request"]}}}})
     return objects
 
 
@@ -139,9 +159,9 @@ def accepted(*kinds: str) -> list[dict]:
 def canned_input() -> list[dict]:
     """A one-rule service: the input of the canned translation below."""
     objects = [o for o in front_door() if o["kind"] != "HTTPRoute" or o["metadata"]["name"] == "svc"]
-    objects = [o for o in objects if o["kind"] not in ("HTTPRouteFilter",) and o["metadata"]["name"] != "saas-upstream"]
+    objects = [o for o in objects if o["kind"] not in ("HTTPRouteFilter", "EnvoyPatchPolicy", "Secret")
+               and o["metadata"]["name"] not in ("saas-upstream", "modelplane-hop")]
     svc = next(o for o in objects if o["kind"] == "HTTPRoute")
-    svc["spec"]["rules"] = svc["spec"]["rules"][:1]
     svc["spec"]["rules"][0]["filters"] = []
     return objects
 
@@ -166,7 +186,7 @@ def canned_output() -> dict:
                 "sourceCode": {"inlineString": "function envoy_on_request(handle) end"}}
     route = {"name": ROUTE, "match": {"pathSeparatedPrefix": "/ml-team/svc"},
              "route": {"cluster": CLUSTER, "autoHostRewrite": True, "retryPolicy": {
-                 "numRetries": 1, "retryOn": "connect-failure,refused-stream,reset",
+                 "numRetries": 1, "retryOn": "connect-failure,refused-stream,reset-before-request",
                  "retryHostPredicate": [{"name": "envoy.retry_host_predicates.previous_hosts"}]}},
              "typedPerFilterConfig": {LUA: lua_code}}
     listener = {"name": f"{SYS}/modelplane/http", "defaultFilterChain": {"filters": [{
@@ -265,8 +285,11 @@ CASES: list[tuple[str, Callable[[dict], Any], str]] = [
     ("two retries", lambda o: the_route(o)["route"]["retryPolicy"].update(numRetries=2), f"{R} retries 2 times, not once"),
     ("retry on the same host", lambda o: the_route(o)["route"]["retryPolicy"].pop("retryHostPredicate"),
      f"{R} may retry on the backend that just failed (no envoy.retry_host_predicates.previous_hosts retry predicate)"),
-    ("no retry on reset", lambda o: the_route(o)["route"]["retryPolicy"].update(retryOn="connect-failure,reset-before-request"),
-     f"{R} does not retry on reset (retryOn: connect-failure,reset-before-request)"),
+    ("no retry before the request was sent", lambda o: the_route(o)["route"]["retryPolicy"].update(retryOn="connect-failure"),
+     f"{R} does not retry on reset-before-request (retryOn: connect-failure)"),
+    ("a retry after the request reached a backend",
+     lambda o: the_route(o)["route"]["retryPolicy"].update(retryOn="connect-failure,reset-before-request,reset,5xx"),
+     f"{R} retries on reset, 5xx, after the request reached a backend: a generation would run (and be billed) twice"),
     ("answered by Envoy", lambda o: (the_route(o).pop("route"), the_route(o).update(directResponse={"status": 500})),
      f"HTTPRoute {NS}/svc rule 0: Envoy answers it itself with HTTP 500 instead of forwarding"),
     ("rule not translated", lambda o: the_route(o).update(name="httproute/other/x/rule/0/match/0/*"),
@@ -302,6 +325,35 @@ def test_a_good_translation_has_no_problems() -> None:
 def test_each_broken_promise_is_reported(change: Callable[[dict], Any], expected: str) -> None:
     problems = problems_of(change)
     assert any(p.startswith(expected) for p in problems), "\n".join(problems) or "no problem reported"
+
+
+def test_a_credential_on_a_public_gateway_is_reported() -> None:
+    """Finding 1: whoever reaches the public listener must not be able to spend a credential."""
+    def inject(out: dict) -> None:
+        the_route(out)["typedPerFilterConfig"]["envoy.filters.http.credential_injector/ml-team/saas-auth"] = {}
+    problems = problems_of(inject)
+    assert [p for p in problems if "adds a credential" in p] == [
+        f"Gateway {SYS}/modelplane: route {ROUTE} (virtual host *) adds a credential on a Gateway that is not internal: "
+        "anyone reaching it spends that credential"]
+
+
+def test_a_service_split_over_two_rules_is_reported() -> None:
+    """Finding 7: two rules are two Envoy clusters, each with its own health and ejection state."""
+    objects = canned_input()
+    svc = next(o for o in objects if o["kind"] == "HTTPRoute")
+    svc["spec"]["rules"].append(copy.deepcopy(svc["spec"]["rules"][0]))
+    assert f"HTTPRoute {NS}/svc: 2 rules over the service's backends (rules [0, 1])" in "\n".join(problems_of(objects=objects))
+
+
+def test_the_fallback_tiers_overprovisioning_factor_is_checked() -> None:
+    """Finding 6: with Envoy's default factor (140) the fallback tier took ~30% with one of two replicas down."""
+    objects = canned_input() + [o for o in front_door() if o["kind"] == "EnvoyPatchPolicy"]
+    [problem] = [p for p in problems_of(objects=objects) if "overprovisioning" in p]
+    assert problem == (f"{C}: overprovisioning factor is 140, not the 1000000 its EnvoyPatchPolicy sets: the fallback "
+                       "tier takes traffic below 71.43% healthy primaries, not 0.01%")
+    patched = problems_of(lambda o: the_cluster(o)["loadAssignment"].update(policy={"overprovisioningFactor": 1000000}),
+                          objects)
+    assert not [p for p in patched if "overprovisioning" in p]
 
 
 def test_lua_enabled_by_the_listener_needs_no_per_route_config() -> None:
@@ -341,14 +393,16 @@ def test_expected_is_derived_from_the_objects() -> None:
     hosts = {"r1": "r1.ml-team.replica.modelplane.internal", "r2": "r2.ml-team.replica.modelplane.internal"}
     backends = (ExpectedBackend(f"{NS}/r1", 3, False, (hosts["r1"],)), ExpectedBackend(f"{NS}/r2", 1, False, (hosts["r2"],)),
                 ExpectedBackend(f"{NS}/saas-fallback", 1, True, ("saas.ml-team.endpoint.modelplane.internal",)))
-    # the service's two rules; not the hop route (its upstream has no endpoint host name), not the direct answers
-    assert expected.service_rules == (ServiceRule(f"{NS}/svc", 0, backends), ServiceRule(f"{NS}/svc", 1, backends))
-    assert str(expected.service_rules[1]) == f"HTTPRoute {NS}/svc rule 1"
+    # the service's one rule, with the factor its EnvoyPatchPolicy sets; not the hop route (its upstream has no
+    # endpoint host name), not the direct answers
+    assert expected.service_rules == (ServiceRule(f"{NS}/svc", 0, backends, overprovisioning=1_000_000),)
+    assert str(expected.service_rules[0]) == f"HTTPRoute {NS}/svc rule 0"
     assert expected.routes == (f"{SYS}/model-api", f"{NS}/svc", f"{NS}/saas-hop")
     assert expected.backends == (f"{NS}/r1", f"{NS}/r2", f"{NS}/saas-fallback", f"{NS}/saas-upstream")
     assert expected.policies == (("BackendTrafficPolicy", f"{NS}/svc"), ("EnvoyExtensionPolicy", f"{SYS}/model-router"),
-                                 ("ClientTrafficPolicy", f"{SYS}/front-door"))
-    assert expected.route_filters[f"{NS}/svc"] == (f"{NS}/svc-path", f"{NS}/svc-host")
+                                 ("ClientTrafficPolicy", f"{SYS}/front-door"), ("EnvoyPatchPolicy", f"{SYS}/fallback.svc.ml-team"))
+    assert expected.route_filters[f"{NS}/svc"] == (f"{NS}/svc-path",)
+    assert expected.internal_gateways == (f"{SYS}/modelplane-hop",)
     assert expected.lua
     named = expected_from(front_door(), service_routes=[f"{NS}/saas-hop"])
     assert [(r.route, r.rule, [b.backend for b in r.backends]) for r in named.service_rules] == [

@@ -25,7 +25,14 @@ scripts/e2e-tools.sh builds egctl at the version the fleet installs (v1.8.1).
     Backend's endpoint hostname, passive ejection (outlier detection), and a healthy panic
     threshold of 0; every Envoy route of the rule forwards to that cluster with
     ``autoHostRewrite``, one retry, the ``previous_hosts`` retry predicate (another backend),
-    and retryOn including connect-failure and reset;
+    and retryOn including connect-failure and reset-before-request but nothing that fires after a
+    request reached a backend (reset, 5xx, gateway-error, ...: a generation would run twice);
+  - a service's HTTPRoute has one rule over its backends (each rule is its own Envoy cluster, with its
+    own health checks and ejection state);
+  - where an EnvoyPatchPolicy sets a service rule's overprovisioning factor (when the fallback tier
+    takes traffic), the cluster's load assignment has it;
+  - a route that adds a credential (credential injection) is only on an internal Gateway (one whose
+    EnvoyProxy gives it a ClusterIP Service), never on a Gateway the internet reaches;
   - with a Lua EnvoyExtensionPolicy (the model router): each Gateway listener has the Lua filter
     among its HTTP filters and it is enabled on every route of the listener.
 
@@ -38,7 +45,7 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +55,11 @@ EG_GROUP = "gateway.envoyproxy.io"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 EG_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 HEALTH_PATH = "/health"
-RETRY_ON = ("connect-failure", "reset")
+RETRY_ON = ("connect-failure", "reset-before-request")
+# Triggers that fire after the request reached a backend: a retry would run (and bill) the generation twice.
+NEVER_RETRY_ON = ("reset", "5xx", "gateway-error", "retriable-4xx", "retriable-status-codes", "retriable-headers")
+DEFAULT_OVERPROVISIONING = 140  # Envoy's, when the load assignment sets none
+CREDENTIAL_FILTER = "envoy.filters.http.credential_injector"
 PREVIOUS_HOSTS = "envoy.retry_host_predicates.previous_hosts"
 LUA_FILTER = "envoy.filters.http.lua"
 
@@ -61,11 +72,11 @@ TRANSLATED_KINDS = frozenset({
     *((EG_GROUP, k) for k in ("Backend", "BackendTrafficPolicy", "ClientTrafficPolicy", "EnvoyExtensionPolicy",
                               "EnvoyPatchPolicy", "EnvoyProxy", "HTTPRouteFilter", "SecurityPolicy")),
 })
-POLICY_KINDS = ("BackendTrafficPolicy", "EnvoyExtensionPolicy", "ClientTrafficPolicy")
+POLICY_KINDS = ("BackendTrafficPolicy", "EnvoyExtensionPolicy", "ClientTrafficPolicy", "EnvoyPatchPolicy")
 # egctl's output lists resources by kind under these keys
 OUTPUT_KEYS = {"HTTPRoute": "httpRoutes", "Backend": "backends", "BackendTrafficPolicy": "backendTrafficPolicies",
                "EnvoyExtensionPolicy": "envoyExtensionPolicies", "ClientTrafficPolicy": "clientTrafficPolicies",
-               "Gateway": "gateways"}
+               "EnvoyPatchPolicy": "envoyPatchPolicies", "Gateway": "gateways"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -141,9 +152,24 @@ class Translation:
         found = self.output.get(OUTPUT_KEYS.get(kind, kind)) or []
         return {_nn(r): r for r in _items(found)}
 
-    def _dumps(self) -> Iterator[dict]:
-        for per_gateway in (self.output.get("xds") or {}).values():
-            yield from _items(get(per_gateway, "configs"))
+    def _dumps(self, gateway: str | None = None) -> Iterator[dict]:
+        for name, per_gateway in (self.output.get("xds") or {}).items():
+            if gateway is None or name == gateway:
+                yield from _items(get(per_gateway, "configs"))
+
+    def gateways(self) -> list[str]:
+        """The Gateways ("namespace/name") egctl printed xDS for."""
+        return list(self.output.get("xds") or {})
+
+    def gateway_routes(self, gateway: str) -> Iterator[tuple[dict, dict]]:
+        """Every (virtual host, route) of one Gateway's route configurations."""
+        for dump in self._dumps(gateway):
+            if not str(dump.get("@type", "")).endswith("RoutesConfigDump"):
+                continue
+            for entry in _items(get(dump, "dynamicRouteConfigs")) + _items(get(dump, "staticRouteConfigs")):
+                for vhost in _items(get(get(entry, "routeConfig") or {}, "virtualHosts")):
+                    for route in _items(get(vhost, "routes")):
+                        yield vhost, route
 
     def _dumps_of(self, suffix: str) -> Iterator[dict]:
         return (d for d in self._dumps() if str(d.get("@type", "")).endswith(suffix))
@@ -238,6 +264,7 @@ class ServiceRule:
     route: str  # "namespace/name" of the HTTPRoute
     rule: int  # index in spec.rules
     backends: tuple[ExpectedBackend, ...]
+    overprovisioning: int | None = None  # set by an EnvoyPatchPolicy on the rule's cluster
 
     def __str__(self) -> str:
         return f"HTTPRoute {self.route} rule {self.rule}"
@@ -253,6 +280,7 @@ class Expected:
     route_filters: Mapping[str, tuple[str, ...]]  # HTTPRoute -> the HTTPRouteFilters it uses (for messages)
     service_rules: tuple[ServiceRule, ...]
     lua: bool  # an EnvoyExtensionPolicy with Lua: the model router must run on every route
+    internal_gateways: tuple[str, ...] = ()  # Gateways whose EnvoyProxy makes a ClusterIP Service ("ns/name")
 
 
 def expected_from(objects: Iterable[dict], *, service_routes: Iterable[str] | None = None) -> Expected:
@@ -292,10 +320,38 @@ def expected_from(objects: Iterable[dict], *, service_routes: Iterable[str] | No
                 rules.append(ServiceRule(name, i, tuple(refs)))
         filters[name] = tuple(dict.fromkeys(used))
     lua = any(get(p, "spec", "lua") for p in by_kind.get("EnvoyExtensionPolicy", {}).values())
+    factors = _patched_factors(by_kind.get("EnvoyPatchPolicy", {}).values())
+    rules = [replace(r, overprovisioning=factors.get(f"httproute/{r.route}/rule/{r.rule}")) for r in rules]
     return Expected(
         routes=tuple(by_kind.get("HTTPRoute", {})), backends=tuple(backends),
         policies=tuple((kind, name) for kind in POLICY_KINDS for name in by_kind.get(kind, {})),
-        route_filters=filters, service_rules=tuple(rules), lua=lua)
+        route_filters=filters, service_rules=tuple(rules), lua=lua,
+        internal_gateways=_internal_gateways(by_kind))
+
+
+def _patched_factors(policies: Iterable[dict]) -> dict[str, int]:
+    """Envoy cluster name -> the overprovisioning factor an EnvoyPatchPolicy gives its load assignment."""
+    out = {}
+    for policy in policies:
+        for patch in _items(get(policy, "spec", "jsonPatches")):
+            operation = get(patch, "operation") or {}
+            if str(get(patch, "type", default="")).endswith("Cluster") and get(operation, "path") == "/loadAssignment/policy":
+                factor = get(operation, "value", "overprovisioningFactor")
+                if factor is not None:
+                    out[str(get(patch, "name"))] = _int(factor)
+    return out
+
+
+def _internal_gateways(by_kind: Mapping[str, Mapping[str, dict]]) -> tuple[str, ...]:
+    """Gateways whose own EnvoyProxy (infrastructure.parametersRef) gives them a ClusterIP Service only."""
+    proxies = by_kind.get("EnvoyProxy", {})
+    out = []
+    for name, gateway in by_kind.get("Gateway", {}).items():
+        ref = get(gateway, "spec", "infrastructure", "parametersRef") or {}
+        proxy = proxies.get(f"{name.partition('/')[0]}/{get(ref, 'name')}") if get(ref, "kind") == "EnvoyProxy" else None
+        if get(proxy, "spec", "provider", "kubernetes", "envoyService", "type") == "ClusterIP":
+            out.append(name)
+    return tuple(out)
 
 
 # --- the checks ------------------------------------------------------------------------------
@@ -402,6 +458,9 @@ def _rule_problems(t: Translation, rule: ServiceRule, clusters: dict[str, dict],
         triggers = [s.strip() for s in str(get(retry, "retryOn") or "").split(",") if s.strip()]
         if missing := [x for x in RETRY_ON if x not in triggers]:
             out.append(f"{rule}: Envoy route {name} does not retry on {', '.join(missing)} (retryOn: {','.join(triggers) or 'none'})")
+        if late := [x for x in NEVER_RETRY_ON if x in triggers]:
+            out.append(f"{rule}: Envoy route {name} retries on {', '.join(late)}, after the request reached a backend: a "
+                       "generation would run (and be billed) twice")
     if not used:
         return out
     if len(used) != 1:
@@ -444,6 +503,12 @@ def _cluster_problems(rule: ServiceRule, cluster: dict, assignment: dict) -> lis
             if sorted(checked) != sorted(b.hostnames):
                 out.append(f"{where}: Backend {name}'s endpoints are health-checked with Host {checked}, "
                            f"not their endpoint hostnames {list(b.hostnames)}")
+    if rule.overprovisioning is not None:
+        factor = _int(get(assignment, "policy", "overprovisioningFactor"), DEFAULT_OVERPROVISIONING)
+        if factor != rule.overprovisioning:
+            out.append(f"{where}: overprovisioning factor is {factor}, not the {rule.overprovisioning} its EnvoyPatchPolicy "
+                       f"sets: the fallback tier takes traffic below {10_000 / factor:.2f}% healthy primaries, not "
+                       f"{10_000 / rule.overprovisioning:.2f}%")
     checks = [h for h in _items(get(cluster, "healthChecks")) if get(h, "httpHealthCheck") is not None]
     if not any(get(h, "httpHealthCheck", "path") == HEALTH_PATH for h in checks):
         paths = [get(h, "httpHealthCheck", "path") for h in checks]
@@ -495,8 +560,30 @@ def front_door_problems(translation: Translation, expected: Expected) -> list[st
     """Every promise of ``expected`` that ``translation`` breaks (see the module docstring); empty: all hold."""
     out = _status_problems(translation, expected)
     clusters, assignments = translation.clusters(), translation.load_assignments()
+    rules_per_route: dict[str, list[int]] = {}
     for rule in expected.service_rules:
         out += _rule_problems(translation, rule, clusters, assignments)
+        rules_per_route.setdefault(rule.route, []).append(rule.rule)
+    for route, rules in rules_per_route.items():
+        if len(rules) > 1:
+            out.append(f"HTTPRoute {route}: {len(rules)} rules over the service's backends (rules {rules}): each is its "
+                       "own Envoy cluster, probing every backend with its own ejection state (one with no traffic is "
+                       "probed only every 60 s)")
+    out += _credential_problems(translation, expected)
     if expected.lua:
         out += _lua_problems(translation)
+    return out
+
+
+def _credential_problems(t: Translation, expected: Expected) -> list[str]:
+    """A route that adds a credential must be on an internal Gateway only."""
+    out = []
+    for gateway in t.gateways():
+        if gateway in expected.internal_gateways:
+            continue
+        for vhost, route in t.gateway_routes(gateway):
+            per = get(route, "typedPerFilterConfig") or {}
+            if any(str(name).startswith(CREDENTIAL_FILTER) for name in per):
+                out.append(f"Gateway {gateway}: route {get(route, 'name')} (virtual host {get(vhost, 'name')}) adds a "
+                           "credential on a Gateway that is not internal: anyone reaching it spends that credential")
     return out
