@@ -7,6 +7,7 @@ without it.
 """
 from __future__ import annotations
 
+import base64
 import copy
 import stat
 import sys
@@ -506,3 +507,61 @@ def test_a_missing_backend_or_filter_is_reported_through_the_route() -> None:
     assert any(p.startswith(f"HTTPRoute {NS}/svc (with HTTPRouteFilter {NS}/svc-path, {NS}/gone) on Gateway {SYS}/modelplane: "
                             "ResolvedRefs is False") and f"Backend {NS}/r3 not found" in p for p in problems), problems
     assert any(p.startswith(f"HTTPRoute {NS}/svc rule 1: Envoy answers it itself with HTTP 500") for p in problems), problems
+
+
+# --- the front door as modelplane renders it, through Envoy Gateway's translator ---------------------
+
+def rendered_front_door(stack: str) -> list[dict]:
+    """The front-door cluster's objects for a shipped stack, with gateway addresses as `pulumi up` would know them."""
+    from modelplane.api import load_fleet
+    from modelplane.api.stackfile import read_stack_file
+    from modelplane.render.front_door import front_door_parts
+    from modelplane.scheduling import schedule
+
+    fleet = load_fleet(read_stack_file(Path(__file__).resolve().parent.parent / "stacks" / f"Pulumi.{stack}.yaml").config)
+    addresses = {name: f"172.18.255.{200 + i}" for i, name in enumerate(sorted(fleet.inference_clusters))}
+    objects = front_door_parts(fleet, schedule(fleet), addresses).manifests().objects
+    for obj in objects:  # egctl reads a Secret's `data` only; the value is the render's placeholder
+        if obj["kind"] == "Secret" and "stringData" in obj:
+            obj["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in obj.pop("stringData").items()}
+    return objects
+
+
+@pytest.mark.parametrize("stack", ["demo", "cloud"])
+def test_envoy_gateway_translates_the_rendered_front_door_as_promised(stack: str) -> None:
+    egctl = needs_egctl()
+    objects = rendered_front_door(stack)
+    translation = translate(objects, egctl)
+    expected = expected_from(objects)
+    assert front_door_problems(translation, expected) == []
+    # one Envoy cluster per service, reached by both ways in, retried only before a request reached an engine
+    services = {r.route for r in expected.service_rules}
+    assert len(services) == len(expected.service_rules)
+    for _, route in translation.gateway_routes(f"{SYS}/modelplane"):
+        action = route.get("route") or {}
+        if action.get("cluster", "").startswith("httproute/ml-team/"):
+            assert action["retryPolicy"]["retryOn"] == "connect-failure,refused-stream,reset-before-request"
+
+
+def test_the_hop_adds_the_credential_only_on_its_internal_gateway() -> None:
+    """Finding 1, in Envoy's own config: a request with the hop's Host on the public listener meets no credential."""
+    egctl = needs_egctl()
+    translation = translate(rendered_front_door("cloud"), egctl)
+    assert set(translation.gateways()) == {f"{SYS}/modelplane", f"{SYS}/modelplane-hop"}
+    public = [(vhost, route) for vhost, route in translation.gateway_routes(f"{SYS}/modelplane")]
+    hop = [(vhost, route) for vhost, route in translation.gateway_routes(f"{SYS}/modelplane-hop")]
+    assert public and hop
+    credential = "envoy.filters.http.credential_injector"
+    assert not [r["name"] for _, r in public if any(k.startswith(credential) for k in r.get("typedPerFilterConfig", {}))]
+    assert all("endpoint.modelplane.internal" not in " ".join(v.get("domains", [])) for v, _ in public)
+    injected = [r for v, r in hop if any(k.startswith(credential) for k in r.get("typedPerFilterConfig", {}))]
+    assert injected and {v["domains"][0] for v, _ in hop if v.get("domains")} >= {
+        "together.ml-team.endpoint.modelplane.internal"}
+
+
+def test_the_fallback_tier_waits_for_every_primary_to_fail() -> None:
+    """Finding 6, in Envoy's own config: the chat service's cluster has the factor that keeps SaaS traffic at 0%."""
+    egctl = needs_egctl()
+    clusters = translate(rendered_front_door("cloud"), egctl).clusters()
+    policy = clusters["httproute/ml-team/chat/rule/0"]["loadAssignment"]["policy"]
+    assert int(policy["overprovisioningFactor"]) == 1_000_000

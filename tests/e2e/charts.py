@@ -46,7 +46,7 @@ GATEWAY_API = ("gateway-api/gateway.networking.k8s.io_gatewayclasses.yaml",
                "gateway-api/gateway.networking.k8s.io_httproutes.yaml")
 ENVOY_GATEWAY = tuple(f"envoy-gateway/gateway.envoyproxy.io_{kinds}.yaml" for kinds in (
     "envoyproxies", "backends", "backendtrafficpolicies", "clienttrafficpolicies", "envoyextensionpolicies",
-    "httproutefilters"))
+    "httproutefilters", "envoypatchpolicies"))
 INFERENCE_EXTENSION = ("gateway-api-inference-extension/inference.networking.k8s.io_inferencepools.yaml",
                        "gateway-api-inference-extension/inference.networking.x-k8s.io_inferenceobjectives.yaml")
 
