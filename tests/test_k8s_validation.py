@@ -632,6 +632,7 @@ EXPECTED_CRD_KINDS = {
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"), ("gateway.envoyproxy.io/v1alpha1", "Backend"),
     ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"), ("gateway.envoyproxy.io/v1alpha1", "HTTPRouteFilter"),
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyExtensionPolicy"), ("gateway.envoyproxy.io/v1alpha1", "ClientTrafficPolicy"),
+    ("gateway.envoyproxy.io/v1alpha1", "EnvoyPatchPolicy"),
     ("aigateway.envoyproxy.io/v1alpha1", "AIGatewayRoute"), ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute"),
     ("traefik.io/v1alpha1", "IngressRoute"), ("traefik.io/v1alpha1", "Middleware"),
 }
@@ -777,7 +778,7 @@ def test_a_crd_file_with_another_digest_is_an_error_naming_it(tmp_path: Path) ->
 
 
 def test_the_pinned_crd_list_names_commits_and_digests() -> None:
-    assert len(kv.PINS) == len({pin.path for pin in kv.PINS}) == 17
+    assert len(kv.PINS) == len({pin.path for pin in kv.PINS}) == 18
     for pin in kv.PINS:
         # A commit, not a tag or branch, so that the bytes behind the URL never change.
         assert re.fullmatch(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+\.yaml", pin.url), pin.url

@@ -229,7 +229,7 @@ def test_render_command_writes_a_folder_per_cluster(tmp_path):
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["control", "gpu-eu-west", "gpu-us-east"]
     assert result.stdout.splitlines()[:3] == [
-        f"{tmp_path / 'control'}: 0 remote manifests, 24 objects, 2 Helm releases, 3 placeholders",
+        f"{tmp_path / 'control'}: 0 remote manifests, 25 objects, 2 Helm releases, 3 placeholders",
         f"{tmp_path / 'gpu-eu-west'}: 1 remote manifests, 19 objects, 9 Helm releases, 1 placeholders",
         f"{tmp_path / 'gpu-us-east'}: 1 remote manifests, 19 objects, 9 Helm releases, 1 placeholders"]
     assert "from the real one by `pulumi up`" in result.stdout
