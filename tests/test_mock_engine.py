@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -284,3 +285,25 @@ def test_engine_starts_as_a_process(how, tmp_path):
             process.kill()
             process.wait(TIMEOUT)
     assert f"as pod {pod}" in log.read_text()
+
+
+def documented_refusals():
+    """The `curl -s -w '  (HTTP %{http_code})\\n' ...` examples of docs/mock-engine.md and the line each prints."""
+    lines = (REPO / "docs" / "mock-engine.md").read_text().splitlines()
+    for command, printed in zip(lines, lines[1:]):
+        if command.startswith("$ curl -s -w "):
+            yield pytest.param(shlex.split(command[2:]), printed, id=printed.split("(HTTP ")[-1].rstrip(")"))
+
+
+@pytest.mark.parametrize("argv, printed", list(documented_refusals()))
+def test_the_documented_refusals_are_what_the_engine_answers(engine, argv, printed):
+    url = next(a for a in argv if a.startswith("http://127.0.0.1:8000/"))
+    headers = dict(h.split(": ", 1) for flag, h in zip(argv, argv[1:]) if flag == "-H")
+    body = next((b for flag, b in zip(argv, argv[1:]) if flag == "-d"), None)
+    status, _, raw = request(engine, "POST" if body else "GET", url.removeprefix("http://127.0.0.1:8000"), body, headers)
+    assert f"{raw.decode()}  (HTTP {status})" == printed
+
+
+def test_the_documentation_shows_a_refused_model_in_both_apis():
+    refused = [printed for _, printed in (p.values for p in documented_refusals()) if "404" in printed]
+    assert any('"code": "model_not_found"' in p for p in refused) and any("not_found_error" in p for p in refused)

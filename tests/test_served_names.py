@@ -47,7 +47,14 @@ ENGINE0 = "modelplane:modelDeployments.ml-team.{}.template.spec.engines[0].membe
     (None, ["--tensor-parallel-size=8"], None),
     (["python", "-m", "http.server", "8000"], None, None),
     (["python", "-u", "-c"], [MOCK_SOURCE], None),
-    (["sh", "-c", "vllm serve Qwen/Qwen3-8B"], None, None),
+    # a shell runs the engine: its script is the command line
+    (["sh", "-c"], ["exec vllm serve Qwen/Qwen3-8B --served-model-name 'qwen 3'  # comment"], "qwen 3"),
+    (["/bin/bash", "-ec", "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B"], None, "Qwen/Qwen3-8B"),
+    (["sh", "-c", "vllm serve Qwen/Qwen3-8B"], ["--served-model-name=not-the-engines"], "Qwen/Qwen3-8B"),
+    (["sh", "-c", "vllm serve 'unbalanced"], None, None),
+    (["sh", "-c", "vllm serve $MODEL"], None, None),
+    # a name the kubelet or the shell would substitute is not the name
+    (None, ["--served-model-name=$(MODEL_NAME)"], None),
     (["vllm", "serve", "--port", "8000"], None, None),
     (None, ["--served-model-name="], None),
     (None, ["--served-model-name", "--port", "8000"], None),
@@ -60,6 +67,7 @@ def test_engine_model_name(command, args, name):
 def engine(args=None, command=None, **extra) -> dict:
     body = member(**extra)
     container = body["template"]["spec"]["containers"][0]
+    container.pop("args", None)
     if args is not None:
         container["args"] = args
     if command is not None:
@@ -130,24 +138,22 @@ def test_a_service_of_only_hand_made_endpoints_has_no_engine_name():
     assert service_engine_names(load_fleet(config)) == {}  # and the engine nobody routes to needs no name
 
 
+def unnamed(deployment: str, member: int, services: str, suggestion: str) -> str:
+    return (f"{ENGINE0.format(deployment, member)}: the front door sends this engine the requests for ModelService "
+            f"{services}, but the model name it answers cannot be read from its command and args (no "
+            "--served-model-name, --model or `vllm serve <model>` with a literal name); add "
+            f"--served-model-name={suggestion} to the engine's command line (the name it answers; the front door "
+            "rewrites each request's `model` to it)")
+
+
 @pytest.mark.parametrize("deployments, services, expected", [
-    ({"x": served(engine())}, None,
-     [f"{ENGINE0.format('x', 0)}: the front door sends this engine the requests for ModelService ml-team/x, but the "
-      "model name it answers cannot be read from its command and args (no --served-model-name, --model or `vllm "
-      "serve <model>`); add --served-model-name=x (the name it answers; the front door rewrites each request's "
-      "`model` to it)"]),
+    ({"x": served(engine())}, None, [unnamed("x", 0, "ml-team/x", "x")]),
     ({"x": served(engine(command=["python", "-m", "http.server", "8000"]))},
      {"chat": {"alias": "qwen", "endpoints": [{"selector": {"matchLabels": {"modelplane.ai/deployment": "x"}}}]}},
-     [f"{ENGINE0.format('x', 0)}: the front door sends this engine the requests for ModelService ml-team/chat, but "
-      "the model name it answers cannot be read from its command and args (no --served-model-name, --model or `vllm "
-      "serve <model>`); add --served-model-name=qwen (the name it answers; the front door rewrites each request's "
-      "`model` to it)"]),
+     [unnamed("x", 0, "ml-team/chat", "qwen")]),
     # the gang's leader names no model (the worker's flags are not what answers)
     ({"x": served(*gang(None, ["--model=meta-llama/Llama-3.3-70B-Instruct"], worker_first=True))}, None,
-     [f"{ENGINE0.format('x', 1)}: the front door sends this engine the requests for ModelService ml-team/x, but the "
-      "model name it answers cannot be read from its command and args (no --served-model-name, --model or `vllm "
-      "serve <model>`); add --served-model-name=x (the name it answers; the front door rewrites each request's "
-      "`model` to it)"]),
+     [unnamed("x", 1, "ml-team/x", "x")]),
 ])
 def test_validate_refuses_a_routed_engine_without_a_name(deployments, services, expected):
     assert issues_of(fleet_with(deployments, services)) == expected
@@ -179,9 +185,7 @@ def test_engines_of_one_deployment_must_answer_one_name_too():
 def test_one_engine_without_a_name_is_reported_once_naming_every_service():
     services = {name: {"endpoints": [{"selector": {"matchLabels": {"modelplane.ai/deployment": "x"}}}]}
                 for name in ("a", "b")}
-    [issue] = issues_of(fleet_with({"x": served(engine())}, services))
-    assert issue.startswith(f"{ENGINE0.format('x', 0)}: the front door sends this engine the requests for "
-                            "ModelService ml-team/a, ml-team/b, but ")
+    assert issues_of(fleet_with({"x": served(engine())}, services)) == [unnamed("x", 0, "ml-team/a, ml-team/b", "a")]
 
 
 @pytest.mark.parametrize("stack, expected", [
@@ -234,12 +238,8 @@ def test_the_demo_engine_without_its_name_is_refused_with_exit_2(tmp_path):
     bad.write_text(text.replace("- --served-model-name\n", "").replace("                              - mock\n", ""))
     result = validate(bad)
     assert (result.returncode, result.stdout) == (2, "")
-    assert without_line_suffix(result.stderr) == [
-        f"error: 1 error in {bad}:",
-        f"  {ENGINE0.format('mock-demo', 0)}: the front door sends this engine the requests for ModelService "
-        "ml-team/mock, but the model name it answers cannot be read from its command and args (no "
-        "--served-model-name, --model or `vllm serve <model>`); add --served-model-name=mock (the name it answers; "
-        "the front door rewrites each request's `model` to it)"]
+    assert without_line_suffix(result.stderr) == [f"error: 1 error in {bad}:",
+                                                  "  " + unnamed("mock-demo", 0, "ml-team/mock", "mock")]
 
 
 def test_the_cloud_stack_with_engines_of_two_names_is_refused_with_exit_2(tmp_path):

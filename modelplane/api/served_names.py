@@ -8,6 +8,7 @@ different names (one rewrite per service cannot reach both).
 """
 from __future__ import annotations
 
+import shlex
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import takewhile
@@ -22,6 +23,7 @@ CACHE_MOUNT = "/mnt/models"  # where a ModelCache's volume is mounted in the eng
 SERVED_NAME_FLAGS = ("--served-model-name",)  # vLLM: one or more names (answers all, reports the first); SGLang: one
 MODEL_FLAGS = ("--model", "--model-path")  # vLLM's --model; SGLang's --model-path (--model is its alias)
 SERVING_ROLES = ("Standalone", "Leader")  # the member whose pod serves HTTP (a Worker only joins the leader)
+SHELLS = ("sh", "bash", "dash", "ash", "zsh")  # `sh -c '<script>'`: the engine's command line is the script
 
 
 def serving_args(container: Container, uses_cache: bool) -> list[str]:
@@ -38,17 +40,34 @@ def engine_model_name(command: Sequence[str] | None, args: Sequence[str] | None)
 
     `--served-model-name X [Y ...]` -> X (the name vLLM reports); else `vllm serve X` -> X (vLLM's
     positional model wins over --model); else `--model X` / `--model-path X` -> X. The last of a repeated
-    flag counts, as argparse has it.
+    flag counts, as argparse has it. A shell's `-c` script is read as the command line it runs. A name
+    with `$` is unknown: the kubelet or the shell would put something else in its place.
     """
-    tokens = [*(command or []), *(args or [])]
+    tokens = _command_line([*(command or []), *(args or [])])
     served = _flag_values(tokens, SERVED_NAME_FLAGS)
     if served is not None:
-        return served[0] if served and served[0] else None
+        return _literal(served[0] if served else None)
     positional = _vllm_serve_model(tokens)
     if positional:
-        return positional
+        return _literal(positional)
     model = _flag_values(tokens, MODEL_FLAGS)
-    return model[0] if model and model[0] else None
+    return _literal(model[0] if model else None)
+
+
+def _literal(name: str | None) -> str | None:
+    return name if name and "$" not in name else None
+
+
+def _command_line(tokens: list[str]) -> list[str]:
+    if not tokens or tokens[0].rsplit("/", 1)[-1] not in SHELLS:
+        return tokens
+    for i, token in enumerate(tokens[1:-1], 1):
+        if token.startswith("-") and not token.startswith("--") and "c" in token:
+            try:
+                return shlex.split(tokens[i + 1], comments=True)
+            except ValueError:  # unbalanced quotes: the shell would refuse it too
+                return []
+    return tokens
 
 
 def _flag_values(tokens: Sequence[str], flags: Iterable[str]) -> list[str] | None:
@@ -163,9 +182,9 @@ def served_name_problems(fleet: Fleet, broken: set[tuple[str, object]] = frozens
         routed = ", ".join(map(str, services))
         errors.append(ConfigIssue(engine.config_path(), f"the front door sends this engine the requests for "
                                   f"ModelService {routed}, but the model name it answers cannot be read from its "
-                                  "command and args (no --served-model-name, --model or `vllm serve <model>`); add "
-                                  f"--served-model-name={suggestion} (the name it answers; the front door rewrites "
-                                  "each request's `model` to it)"))
+                                  "command and args (no --served-model-name, --model or `vllm serve <model>` with a "
+                                  f"literal name); add --served-model-name={suggestion} to the engine's command line "
+                                  "(the name it answers; the front door rewrites each request's `model` to it)"))
     return errors
 
 
