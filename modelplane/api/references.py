@@ -8,7 +8,6 @@ import difflib
 from typing import Iterable
 
 from ..cel import selector_problem
-from . import served_names
 from .errors import ConfigIssue, shown
 from .fleet import Fleet, NamespacedName
 from .labels import missing_labels
@@ -50,7 +49,6 @@ def check_references(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()
     _check_deployments(fleet, errors, warnings, broken)
     _check_services(fleet, errors, broken)
     _check_caches(fleet, warnings)
-    errors += served_names.served_name_problems(fleet, broken)
     return errors, warnings
 
 
