@@ -50,7 +50,8 @@ def synthetic_fleet(clusters: int, deployments: int, seed: int = 7) -> dict:
         if rng.random() < 0.2:
             selectors.append({"cel": SELECTORS[2].format(cc=rng.choice(["8.0.0", "8.5.0"]))})
         request = {"name": "gpu", "count": rng.choice([1, 1, 1, 2]), "selectors": selectors}
-        container = {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0"}]}}
+        container = {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0",
+                                              "args": [f"--model=example/model-{d:05d}"]}]}}  # the name it answers
         if rng.random() < 0.15:
             members = [{"role": "Leader", "nodeSelector": {"devices": [request]}, "template": container},
                        {"role": "Worker", "worker": {"nodes": rng.randint(1, 2)}, "nodeSelector": {"devices": [request]},

@@ -7,12 +7,14 @@ build. tests/test_mock_engine.py checks the two never drift. Locally:
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, /v1/completions (OpenAI)
 and /v1/messages (Anthropic), each optionally streamed as server-sent events. Every reply says
-which pod served it (env HOSTNAME); the model id is env MODEL_NAME (default "mock").
+which pod served it (env HOSTNAME). Like vLLM, it answers only the names it is started with
+(`--served-model-name NAME [NAME ...]`, default env MODEL_NAME, else "mock"), lists them on
+/v1/models and reports the first in replies; another `model` is a 404 (model_not_found).
 
 Requests are checked like the real APIs, and every refusal is a JSON error in the shape of the
 API the path belongs to (Anthropic's on /v1/messages, OpenAI's elsewhere): 400 for malformed
-JSON, wrong types, missing fields or a bad Content-Length, 404 unknown path, 405 wrong method
-(with Allow), 408 stalled body, 411 no Content-Length, 413 body over MAX_BODY, 415 non-JSON
+JSON, wrong types, missing fields or a bad Content-Length, 404 unknown path or model, 405 wrong
+method (with Allow), 408 stalled body, 411 no Content-Length, 413 body over MAX_BODY, 415 non-JSON
 Content-Type, 500 anything unexpected - never a traceback or a dropped connection. The listen
 backlog holds hundreds of simultaneous clients; each socket read or write times out after
 Engine.timeout seconds, so a stalled client cannot hold a thread.
@@ -252,12 +254,14 @@ class Engine(BaseHTTPRequestHandler):
         if path == "/health":
             return self._json(200, {"status": "ok"})
         if path == "/v1/models":
-            model = {"id": self.server.model, "object": "model", "created": self.server.started,
-                     "owned_by": "modelplane"}
-            return self._json(200, {"object": "list", "data": [model]})
+            models = [{"id": name, "object": "model", "created": self.server.started, "owned_by": "modelplane"}
+                      for name in self.server.models]
+            return self._json(200, {"object": "list", "data": models})
         req = self._body()
         self._validate(path, req)
-        model = req["model"]
+        if req["model"] not in self.server.models:
+            raise self._unknown_model(req["model"])
+        model = self.server.models[0]  # as vLLM: replies name the first served name
         reply = f"Hello from {model}: served by {self.server.pod}"
         words = [w + " " for w in reply.split(" ")]
         words[-1] = words[-1].rstrip()
@@ -293,6 +297,12 @@ class Engine(BaseHTTPRequestHandler):
         if not isinstance(req, dict):
             raise ApiError(400, f"the request body must be a JSON object, not {_kind(req)}")
         return req
+
+    def _unknown_model(self, model):
+        """A name this engine does not serve: a 404 as vLLM and OpenAI (and Anthropic on /v1/messages) answer it."""
+        shown = model if len(model) <= 100 else model[:100] + "..."
+        message = f"model: {shown}" if self.anthropic else f"The model `{shown}` does not exist."
+        return ApiError(404, message, "model", "model_not_found")
 
     def _missing(self, param):
         message = f"{param}: Field required" if self.anthropic else f"Missing required parameter: '{param}'."
@@ -418,13 +428,15 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 1024  # listen backlog (socketserver's default, 5, resets bursts of clients)
 
 
-def make_server(host="0.0.0.0", port=8000, pod=None, model=None, timeout=None):
-    """Bind (but do not start) the engine; pod and model default to env HOSTNAME and MODEL_NAME,
-    timeout (seconds per socket read or write) to Engine.timeout."""
+def make_server(host="0.0.0.0", port=8000, pod=None, models=None, timeout=None):
+    """Bind (but do not start) the engine; pod defaults to env HOSTNAME, models (the names it answers,
+    the first reported in replies) to [env MODEL_NAME or "mock"], timeout (seconds per socket read or
+    write) to Engine.timeout."""
     server = Server((host, port), Engine)
     server.conn_timeout = timeout
     server.pod = pod or os.environ.get("HOSTNAME") or socket.gethostname()
-    server.model = model or os.environ.get("MODEL_NAME") or "mock"
+    server.models = list(models or [os.environ.get("MODEL_NAME") or "mock"])
+    server.model = server.models[0]
     server.started = int(time.time())
     return server
 
@@ -433,8 +445,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Mock OpenAI/Anthropic-compatible inference engine")
     parser.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    parser.add_argument("--served-model-name", nargs="+", metavar="NAME", dest="models",
+                        help="the model names it answers, as vLLM's flag (default: env MODEL_NAME, else mock)")
     args = parser.parse_args(argv)
-    server = make_server(args.host, args.port)
+    server = make_server(args.host, args.port, models=args.models)
     print(f"mock engine {server.model!r} on {args.host}:{server.server_address[1]} as pod {server.pod}")
     try:
         server.serve_forever()

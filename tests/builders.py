@@ -19,7 +19,10 @@ def cluster(region: str = "eu-west", pool: str = "gpu", class_name: str = "synth
 
 def member(role: str = "Standalone", cel: str | None = 'device.capacity["gpu.example.com"].memory.compareTo(quantity("20Gi")) >= 0',
            **extra: Any) -> dict:
-    body: dict[str, Any] = {"role": role, "template": {"spec": {"containers": [{"name": "engine", "image": "python:3.12"}]}}}
+    # the model name the engine answers (what the front door puts in a request's `model`); a Worker joins its leader
+    args = {"args": ["--served-model-name=mock"]} if role != "Worker" else {}
+    body: dict[str, Any] = {"role": role, "template": {"spec": {"containers": [
+        {"name": "engine", "image": "python:3.12", **args}]}}}
     if cel is not None:
         body["nodeSelector"] = {"devices": [{"name": "gpu", "selectors": [{"cel": cel}]}]}
     body.update(extra)

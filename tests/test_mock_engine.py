@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -182,13 +183,58 @@ def test_bad_json_is_a_400(engine, path, shape):
     assert status == 400 and set(json.loads(body)) == shape
 
 
+@pytest.mark.parametrize("model", ["ml-team/mock", "Mock", "mock ", "qwen3-8b"])
+def test_other_model_names_are_404s_as_vllm_answers_them(oai, claude, model):
+    with pytest.raises(openai.NotFoundError) as chat:
+        oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert chat.value.body == {"message": f"The model `{model}` does not exist.", "type": "invalid_request_error",
+                               "param": "model", "code": "model_not_found"}
+    with pytest.raises(openai.NotFoundError) as completion:
+        oai.completions.create(model=model, prompt="hi", stream=True)
+    assert completion.value.body["code"] == "model_not_found"
+    with pytest.raises(anthropic.NotFoundError) as messages:
+        claude.messages.create(model=model, max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    assert messages.value.body == {"type": "error", "error": {"type": "not_found_error", "message": f"model: {model}"}}
+
+
+def test_a_malformed_request_is_a_400_before_its_model_is_looked_up(engine):
+    body = json.dumps({"model": "other", "messages": []})
+    status, _, raw = request(engine, "POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    assert status == 400 and json.loads(raw)["error"]["param"] == "messages"
+
+
+@pytest.fixture(scope="module")
+def two_names():
+    """Started as vLLM is with `--served-model-name first second`: it answers both and reports the first."""
+    server = mock_engine.make_server("127.0.0.1", 0, pod=POD, models=["qwen3-8b", "ml-team/chat"])
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        with openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="sk-mock",
+                           max_retries=0, timeout=TIMEOUT) as client:
+            yield client
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(TIMEOUT)
+
+
+def test_an_engine_answers_every_name_it_serves_and_reports_the_first(two_names):
+    assert [m.id for m in two_names.models.list()] == ["qwen3-8b", "ml-team/chat"]
+    for model in ("qwen3-8b", "ml-team/chat"):
+        reply = two_names.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+        assert reply.model == "qwen3-8b" and reply.choices[0].message.content.startswith("Hello from qwen3-8b: ")
+    with pytest.raises(openai.NotFoundError):
+        two_names.chat.completions.create(model="mock", messages=[{"role": "user", "content": "hi"}])
+
+
 def test_demo_stack_inlines_exactly_this_file(repo):
     stack = yaml.safe_load((repo / "stacks" / "Pulumi.demo.yaml").read_text())
     deployment = stack["config"]["modelplane:modelDeployments"]["ml-team"]["mock-demo"]
     (engine,) = deployment["template"]["spec"]["engines"]
     (container,) = engine["members"][0]["template"]["spec"]["containers"]
     assert container["command"] == ["python", "-u", "-c"]
-    assert container["args"] == [SOURCE]
+    assert container["args"] == [SOURCE, "--served-model-name", "mock"]  # after the source: its own argv
 
 
 def free_port() -> int:
@@ -199,11 +245,13 @@ def free_port() -> int:
 
 @pytest.mark.parametrize("how", ["inline", "module"])
 def test_engine_starts_as_a_process(how, tmp_path):
-    """`python -S -u -c <source>` (no site-packages: stdlib only) as in the pod, and `python -m`."""
+    """`python -S -u -c <source> --served-model-name ...` (no site-packages: stdlib only) as in the pod (the flag
+    wins over env MODEL_NAME), and `python -m` with env MODEL_NAME."""
     port, pod = free_port(), f"mock-demo-{how}-pod"
-    env = {**os.environ, "HOSTNAME": pod, "MODEL_NAME": "tiny"}
+    env = {**os.environ, "HOSTNAME": pod, "MODEL_NAME": "ignored" if how == "inline" else "tiny"}
     if how == "inline":
-        argv = [sys.executable, "-S", "-u", "-c", SOURCE, "--host", "127.0.0.1", "--port", str(port)]
+        argv = [sys.executable, "-S", "-u", "-c", SOURCE, "--host", "127.0.0.1", "--port", str(port),
+                "--served-model-name", "tiny", "tiny-alias"]
     else:
         argv = [sys.executable, "-u", "-m", "modelplane.mock_engine", "--host", "127.0.0.1"]
         env["PORT"] = str(port)
@@ -224,8 +272,10 @@ def test_engine_starts_as_a_process(how, tmp_path):
         assert status == 200 and json.loads(body) == {"status": "ok"}
         with openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-mock", max_retries=0,
                            timeout=TIMEOUT) as client:
-            assert [m.id for m in client.models.list()] == ["tiny"]
+            assert [m.id for m in client.models.list()] == (["tiny", "tiny-alias"] if how == "inline" else ["tiny"])
             reply = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+            with pytest.raises(openai.NotFoundError):
+                client.chat.completions.create(model="ignored", messages=[{"role": "user", "content": "hi"}])
         assert f"served by {pod}" in reply.choices[0].message.content
     finally:
         process.terminate()
@@ -235,3 +285,25 @@ def test_engine_starts_as_a_process(how, tmp_path):
             process.kill()
             process.wait(TIMEOUT)
     assert f"as pod {pod}" in log.read_text()
+
+
+def documented_refusals():
+    """The `curl -s -w '  (HTTP %{http_code})\\n' ...` examples of docs/mock-engine.md and the line each prints."""
+    lines = (REPO / "docs" / "mock-engine.md").read_text().splitlines()
+    for command, printed in zip(lines, lines[1:]):
+        if command.startswith("$ curl -s -w "):
+            yield pytest.param(shlex.split(command[2:]), printed, id=printed.split("(HTTP ")[-1].rstrip(")"))
+
+
+@pytest.mark.parametrize("argv, printed", list(documented_refusals()))
+def test_the_documented_refusals_are_what_the_engine_answers(engine, argv, printed):
+    url = next(a for a in argv if a.startswith("http://127.0.0.1:8000/"))
+    headers = dict(h.split(": ", 1) for flag, h in zip(argv, argv[1:]) if flag == "-H")
+    body = next((b for flag, b in zip(argv, argv[1:]) if flag == "-d"), None)
+    status, _, raw = request(engine, "POST" if body else "GET", url.removeprefix("http://127.0.0.1:8000"), body, headers)
+    assert f"{raw.decode()}  (HTTP {status})" == printed
+
+
+def test_the_documentation_shows_a_refused_model_in_both_apis():
+    refused = [printed for _, printed in (p.values for p in documented_refusals()) if "404" in printed]
+    assert any('"code": "model_not_found"' in p for p in refused) and any("not_found_error" in p for p in refused)

@@ -42,7 +42,8 @@ def many_stack(repo, tmp_path, n: int = N):
     clusters = config["modelplane:inferenceClusters"]
     deployments = config["modelplane:modelDeployments"]["ml-team"]
     engine = deployments["mock-demo"]["template"]["spec"]["engines"][0]["members"][0]["template"]["spec"]
-    engine["containers"][0]["args"] = ["import time; time.sleep(3600)"]  # not the mock engine's source: small and fast
+    engine["containers"][0]["args"] = ["import time; time.sleep(3600)",  # not the mock engine's source: small and fast
+                                       "--served-model-name", "mock"]
     for i in range(n):
         cluster = copy.deepcopy(clusters["gpu-eu-west"])
         cluster["cluster"]["kind"]["clusterName"] = f"modelplane-c{i}"

@@ -182,8 +182,10 @@ def test_a_name_leaving_in_this_plan_goes_to_no_other_replica():
 
 def test_render_of_clashing_clusters_has_no_two_objects_with_one_name():
     clusters = {c: cluster(("p", "small", 1)) for c in CLASHING}
+    served = member()
+    served["template"]["spec"]["containers"][0]["args"] = ["--served-model-name=mock"]  # the name the service sends
     config = {"inferenceClasses": CLASSES, "inferenceClusters": clusters,
-              "modelDeployments": {"ml": {"mock-demo": deployment(replicas=2)}},
+              "modelDeployments": {"ml": {"mock-demo": deployment(replicas=2, members=[served])}},
               "modelServices": {"ml": {"svc": {"endpoints": [{"selector": {"matchLabels": {
                   "modelplane.ai/deployment": "mock-demo"}}}]}}},
               "inferenceGateway": {"clusterName": "control", "cluster": {"source": "Kind"},

@@ -24,6 +24,7 @@ from .model_cache import ModelCache
 from .model_deployment import ModelDeployment, deployment_name_problem
 from .model_service import ModelEndpoint, ModelService
 from .references import ANY, check_references
+from .served_names import served_name_problems
 from .serving_stack import ServingStackConfig
 
 Origin = Literal["stack-file", "pulumi"]
@@ -104,7 +105,7 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file", secret_
             raise ConfigError(issues)
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken)
-    issues += errors
+    issues += errors + served_name_problems(fleet, broken)
     if fleet.mirror is not None:
         warnings += fleet.mirror.warnings()
     if origin == "stack-file":

@@ -19,6 +19,7 @@ import yaml
 
 from ..api.model_deployment import Member as MemberSpec
 from ..api.model_deployment import ModelDeployment
+from ..api.served_names import CACHE_MOUNT, serving_args
 from ..scheduling.names import child_name
 from ..scheduling import EngineAssignment, MemberAssignment, PlacedReplica
 from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, meta, replica_host
@@ -82,11 +83,8 @@ def _container(spec: MemberSpec, serving: bool, claims: bool, cache_claim: str |
     container: dict[str, Any] = {"name": "engine", "image": engine.image}
     if engine.command:
         container["command"] = list(engine.command)
-    args = list(engine.args or [])
-    if cache_claim and leader_or_single and not engine.command and \
-            not any(a == "--model" or a.startswith("--model=") for a in args):
-        args.append("--model=/mnt/models")
-    container["args"] = args
+    # the serving member's args name the model: the same rule tells the front door which name it answers
+    container["args"] = serving_args(engine, bool(cache_claim)) if leader_or_single else list(engine.args or [])
     env = list(extra_env or []) + [e.model_dump(by_alias=True, exclude_none=True) for e in engine.env or []]
     if env:
         container["env"] = env
@@ -97,7 +95,7 @@ def _container(spec: MemberSpec, serving: bool, claims: bool, cache_claim: str |
         container["resources"] = {"claims": [{"name": "devices"}]}
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     if cache_claim:
-        mounts.append({"name": "model-cache", "mountPath": "/mnt/models"})
+        mounts.append({"name": "model-cache", "mountPath": CACHE_MOUNT})
     container["volumeMounts"] = mounts
     return container
 
