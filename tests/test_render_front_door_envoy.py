@@ -545,3 +545,19 @@ def test_a_reference_config_with_a_traefik_block_keeps_traefik():
     assert load_fleet(config).inference_gateway.proxy == "Traefik"
     config["inferenceGateway"] = {"clusterName": "control", "cluster": {"source": "Kind"}}
     assert load_fleet(config).inference_gateway.proxy == "EnvoyGateway"
+
+
+@pytest.mark.parametrize("stack, sent, served", [
+    ("cloud", "ml-team/chat", "qwen3-8b"), ("cloud", "qwen3-8b", "qwen3-8b"),
+    ("cloud", "ml-team/llama", "meta-llama/Llama-3.3-70B-Instruct"),
+    ("demo", "ml-team/mock", "mock"), ("demo", "mock", "mock"),
+])
+def test_every_routed_name_reaches_its_engines_under_the_name_they_answer(stack, sent, served):
+    """Finding 4: `ml-team/chat` went to replicas started with --served-model-name=qwen3-8b (vLLM answers 404)."""
+    from test_model_router import FakeHandle, _on_request
+
+    _, manifests = front_door(stack_config(stack))
+    script = by_kind(manifests.objects, "EnvoyExtensionPolicy")["model-router"]["spec"]["lua"][0]["inline"]
+    handle = FakeHandle("/v1/chat/completions", body=json.dumps({"model": sent, "messages": []}).encode())
+    _on_request(script)(handle)
+    assert handle.route_cleared and json.loads(handle.buffer.data)["model"] == served

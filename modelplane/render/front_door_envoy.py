@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Iterable, Mapping
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.model_service import EndpointAuth, FallbackPolicy, ModelService
+from ..api.served_names import service_engine_names
 from ..api.serving_stack import ServingStack
 from ..scheduling.names import child_name
 from .front_door_backends import FrontDoorEndpoint, RouteBackend, ip_family
@@ -158,9 +159,10 @@ class EnvoyFrontDoor(FrontDoorProxy):
     name = "EnvoyGateway"
     endpoints_hold_gateway_address = False  # Backends name a cluster's gateway (`gateway_alias`), not its address
 
-    def __init__(self, fleet: Fleet, engine_names: Mapping[NamespacedName, str] | None = None) -> None:
+    def __init__(self, fleet: Fleet) -> None:
         super().__init__(fleet)
-        self.engine_names = dict(engine_names or {})
+        # The name each service's engines answer: the model router puts it in the body (`api.served_names`).
+        self.engine_names = service_engine_names(fleet)
 
     def cluster_parts(self, after: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[HelmRelease],
                                                              list[RemoteManifest]]:
