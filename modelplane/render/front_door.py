@@ -87,14 +87,14 @@ def service_address(gateway_address: str, key: NamespacedName) -> str:
 
 # --- the whole front door ------------------------------------------------------------------------
 
-def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK) -> ClusterStack:
+def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK, proxy: FrontDoorProxy | None = None) -> ClusterStack:
     """The front door's cluster whatever the plan: MetalLB, the proxy (its release, objects and CRD manifests).
 
     MetalLB's range is `<block>.metallb.addressPool` when set; on kind it is carved from
     `kind_network` by the one rule of `metallb.kind_address_pools` (offline: kind's default network;
     the Pulumi program passes the real one).
     """
-    proxy = proxy_for(fleet)
+    proxy = proxy or proxy_for(fleet)
     gateway = fleet.inference_gateway
     assert gateway is not None  # proxy_for checked
     cluster = gateway.cluster_name
@@ -179,8 +179,8 @@ def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[s
     workload cluster's gateway: `gateway_addresses[cluster]`, or `inference-gateway.<cluster>.invalid`
     until that is known.
     """
-    stack = front_door_stack(fleet, kind_network)
     proxy = proxy_for(fleet)
+    stack = front_door_stack(fleet, kind_network, proxy)
     endpoints = fleet_endpoints(fleet, result, gateway_addresses)
     routes: dict[NamespacedName, list[dict]] = {}
     route_endpoints: dict[NamespacedName, list[str]] = {}
