@@ -105,7 +105,7 @@ def front_door(refs: list[dict] | None = None, backends: list[dict] | None = Non
         {"apiVersion": EG, "kind": "EnvoyPatchPolicy", "metadata": meta("fallback.svc.ml-team", SYS), "spec": {
             "targetRef": gateway_ref[0], "type": "JSONPatch", "jsonPatches": [{
                 "type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": CLUSTER,
-                "operation": {"op": "add", "path": "/loadAssignment/policy", "value": {"overprovisioningFactor": 1000000}}}]}},
+                "operation": {"op": "add", "path": "/load_assignment/policy", "value": {"overprovisioning_factor": 1000000}}}]}},
         # the hand-made endpoint's hop: an internal Gateway (ClusterIP), its host there, to the SaaS upstream with
         # the credential (not a service rule)
         {"apiVersion": EG, "kind": "EnvoyProxy", "metadata": meta("modelplane-hop", SYS),
@@ -511,14 +511,18 @@ def test_a_missing_backend_or_filter_is_reported_through_the_route() -> None:
 
 # --- the front door as modelplane renders it, through Envoy Gateway's translator ---------------------
 
-def rendered_front_door(stack: str) -> list[dict]:
-    """The front-door cluster's objects for a shipped stack, with gateway addresses as `pulumi up` would know them."""
+def rendered_front_door(stack: str, token: str | None = None) -> list[dict]:
+    """The front-door cluster's objects for a shipped stack, with gateway addresses as `pulumi up` would know them
+    (and with `token`, the cloud stack's SaaS endpoint given it, as `pulumi config set --secret` does)."""
     from modelplane.api import load_fleet
     from modelplane.api.stackfile import read_stack_file
     from modelplane.render.front_door import front_door_parts
     from modelplane.scheduling import schedule
 
-    fleet = load_fleet(read_stack_file(Path(__file__).resolve().parent.parent / "stacks" / f"Pulumi.{stack}.yaml").config)
+    config = read_stack_file(Path(__file__).resolve().parent.parent / "stacks" / f"Pulumi.{stack}.yaml").config
+    if token is not None:
+        config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": token}
+    fleet = load_fleet(config)
     addresses = {name: f"172.18.255.{200 + i}" for i, name in enumerate(sorted(fleet.inference_clusters))}
     objects = front_door_parts(fleet, schedule(fleet), addresses).manifests().objects
     for obj in objects:  # egctl reads a Secret's `data` only; the value is the render's placeholder
@@ -546,7 +550,7 @@ def test_envoy_gateway_translates_the_rendered_front_door_as_promised(stack: str
 def test_the_hop_adds_the_credential_only_on_its_internal_gateway() -> None:
     """Finding 1, in Envoy's own config: a request with the hop's Host on the public listener meets no credential."""
     egctl = needs_egctl()
-    translation = translate(rendered_front_door("cloud"), egctl)
+    translation = translate(rendered_front_door("cloud", token="sk-test"), egctl)
     assert set(translation.gateways()) == {f"{SYS}/modelplane", f"{SYS}/modelplane-hop"}
     public = [(vhost, route) for vhost, route in translation.gateway_routes(f"{SYS}/modelplane")]
     hop = [(vhost, route) for vhost, route in translation.gateway_routes(f"{SYS}/modelplane-hop")]

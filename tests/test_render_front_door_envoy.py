@@ -324,8 +324,8 @@ def test_the_fallback_tier_takes_traffic_only_as_the_service_says(fallback, fact
         "type": "JSONPatch",
         "jsonPatches": [{"type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
                          "name": "httproute/ml-team/mock/rule/0",
-                         "operation": {"op": "add", "path": "/loadAssignment/policy",
-                                       "value": {"overprovisioningFactor": factor}}}]}
+                         "operation": {"op": "add", "path": "/load_assignment/policy",
+                                       "value": {"overprovisioning_factor": factor}}}]}
     assert round(envoy.spill_threshold(factor), 2) == threshold
     assert_valid(manifests.objects)
 

@@ -544,7 +544,7 @@ def fallback_policy(key: NamespacedName, factor: int) -> dict[str, Any]:
     It sits beside the Gateway it patches (Envoy Gateway requires its namespace), named after the service.
     """
     patch = {"type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": envoy_cluster_name(key),
-             "operation": {"op": "add", "path": "/loadAssignment/policy", "value": {"overprovisioningFactor": factor}}}
+             "operation": {"op": "add", "path": "/load_assignment/policy", "value": {"overprovisioning_factor": factor}}}
     return {"apiVersion": EG_API, "kind": "EnvoyPatchPolicy",
             "metadata": meta(f"fallback.{key.name}.{key.namespace}", SYSTEM_NAMESPACE, MANAGED_BY),
             "spec": {"targetRef": _gateway_ref(FRONT_DOOR_GATEWAY), "type": "JSONPatch", "jsonPatches": [patch]}}

@@ -287,8 +287,8 @@ def expected_from(objects: Iterable[dict], *, service_routes: Iterable[str] | No
     """The promises of ``objects``: every HTTPRoute, Backend and policy among them, and the service rules.
 
     A service rule is an HTTPRoute rule with backendRefs of which at least one is a Backend with
-    endpoint host names (a replica or a hand-made endpoint, as the front door renders them; a hop
-    route's upstream Backend has none). ``service_routes`` ("namespace/name") instead names the
+    endpoint host names (a replica or a hand-made endpoint, as the front door renders them), on a
+    Gateway that is not internal (a hop's route to its upstream is not a service). ``service_routes`` ("namespace/name") instead names the
     HTTPRoutes all of whose rules with backends are service rules.
     """
     objects = [o for o in objects if isinstance(o, dict)]
@@ -300,8 +300,10 @@ def expected_from(objects: Iterable[dict], *, service_routes: Iterable[str] | No
     backends = by_kind.get("Backend", {})
     chosen = set(service_routes) if service_routes is not None else None
     rules, filters = [], {}
+    internal = set(_internal_gateways(by_kind))
     for name, route in by_kind.get("HTTPRoute", {}).items():
         ns = name.partition("/")[0]
+        parents = {f"{get(p, 'namespace') or ns}/{get(p, 'name')}" for p in _items(get(route, "spec", "parentRefs"))}
         used = []
         for i, rule in enumerate(_items(get(route, "spec", "rules"))):
             used += [f"{ns}/{get(f, 'extensionRef', 'name')}" for f in _items(get(rule, "filters"))
@@ -315,7 +317,8 @@ def expected_from(objects: Iterable[dict], *, service_routes: Iterable[str] | No
                 refs.append(ExpectedBackend(
                     key, int(get(ref, "weight", default=1)), bool(get(spec, "fallback", default=False)),
                     tuple(str(e["hostname"]) for e in _items(get(spec, "endpoints")) if isinstance(e, dict) and e.get("hostname"))))
-            is_service = (name in chosen) if chosen is not None else any(b.hostnames for b in refs)
+            on_internal = bool(parents) and parents <= internal
+            is_service = (name in chosen) if chosen is not None else any(b.hostnames for b in refs) and not on_internal
             if refs and is_service:
                 rules.append(ServiceRule(name, i, tuple(refs)))
         filters[name] = tuple(dict.fromkeys(used))
@@ -335,7 +338,8 @@ def _patched_factors(policies: Iterable[dict]) -> dict[str, int]:
     for policy in policies:
         for patch in _items(get(policy, "spec", "jsonPatches")):
             operation = get(patch, "operation") or {}
-            if str(get(patch, "type", default="")).endswith("Cluster") and get(operation, "path") == "/loadAssignment/policy":
+            if str(get(patch, "type", default="")).endswith("Cluster") and get(operation, "path") in (
+                    "/load_assignment/policy", "/loadAssignment/policy"):
                 factor = get(operation, "value", "overprovisioningFactor")
                 if factor is not None:
                     out[str(get(patch, "name"))] = _int(factor)
