@@ -117,6 +117,9 @@ def front_door(refs: list[dict] | None = None, backends: list[dict] | None = Non
                                                        "name": "modelplane-hop"}},
                   "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
                                  "allowedRoutes": {"namespaces": {"from": "All"}}}]}},
+        {"apiVersion": EG, "kind": "EnvoyExtensionPolicy", "metadata": meta("modelplane-hop", SYS),
+         "spec": {"targetRefs": [{**gateway_ref[0], "name": "modelplane-hop"}],
+                  "lua": [{"type": "Inline", "inline": "function envoy_on_request(handle) end\n"}]}},
         {"apiVersion": EG, "kind": "Backend", "metadata": meta("saas-upstream"),
          "spec": {"endpoints": [{"fqdn": {"hostname": "api.example.com", "port": 443}}],
                   "tls": {"wellKnownCACertificates": "System", "sni": "api.example.com"}}},
@@ -401,7 +404,8 @@ def test_expected_is_derived_from_the_objects() -> None:
     assert expected.routes == (f"{SYS}/model-api", f"{NS}/svc", f"{NS}/saas-hop")
     assert expected.backends == (f"{NS}/r1", f"{NS}/r2", f"{NS}/saas-fallback", f"{NS}/saas-upstream")
     assert expected.policies == (("BackendTrafficPolicy", f"{NS}/svc"), ("EnvoyExtensionPolicy", f"{SYS}/model-router"),
-                                 ("ClientTrafficPolicy", f"{SYS}/front-door"), ("EnvoyPatchPolicy", f"{SYS}/fallback.svc.ml-team"))
+                                 ("EnvoyExtensionPolicy", f"{SYS}/modelplane-hop"), ("ClientTrafficPolicy", f"{SYS}/front-door"),
+                                 ("EnvoyPatchPolicy", f"{SYS}/fallback.svc.ml-team"))
     assert expected.route_filters[f"{NS}/svc"] == (f"{NS}/svc-path",)
     assert expected.internal_gateways == (f"{SYS}/modelplane-hop",)
     assert expected.lua
@@ -477,8 +481,7 @@ def test_a_backend_ref_with_its_own_filter_splits_the_service() -> None:
     refs = [ref("r1", 3, filters=[{"type": "URLRewrite", "urlRewrite": {"hostname": "r1.example"}}]), ref("r2"), ref("saas-fallback")]
     objects = front_door(refs)
     problems = front_door_problems(translate(objects, egctl), expected_from(objects))
-    for rule in (0, 1):
-        assert any(p.startswith(f"HTTPRoute {NS}/svc rule {rule}: its 3 backends are split over 3 Envoy clusters") for p in problems), problems
+    assert any(p.startswith(f"HTTPRoute {NS}/svc rule 0: its 3 backends are split over 3 Envoy clusters") for p in problems), problems
 
 
 def test_ip_and_fqdn_backends_together_split_the_service() -> None:
@@ -502,11 +505,11 @@ def test_without_the_traffic_policy_health_and_retries_are_missing() -> None:
 def test_a_missing_backend_or_filter_is_reported_through_the_route() -> None:
     egctl = needs_egctl()
     objects = front_door([ref("r1", 3), ref("r2"), ref("saas-fallback"), ref("r3")])
-    next(o for o in objects if o["metadata"]["name"] == "svc" and o["kind"] == "HTTPRoute")["spec"]["rules"][1]["filters"] = [ext("gone")]
+    next(o for o in objects if o["metadata"]["name"] == "svc" and o["kind"] == "HTTPRoute")["spec"]["rules"][0]["filters"] += [ext("gone")]
     problems = front_door_problems(translate(objects, egctl), expected_from(objects))
     assert any(p.startswith(f"HTTPRoute {NS}/svc (with HTTPRouteFilter {NS}/svc-path, {NS}/gone) on Gateway {SYS}/modelplane: "
                             "ResolvedRefs is False") and f"Backend {NS}/r3 not found" in p for p in problems), problems
-    assert any(p.startswith(f"HTTPRoute {NS}/svc rule 1: Envoy answers it itself with HTTP 500") for p in problems), problems
+    assert any(p.startswith(f"HTTPRoute {NS}/svc rule 0: Envoy answers it itself with HTTP 500") for p in problems), problems
 
 
 # --- the front door as modelplane renders it, through Envoy Gateway's translator ---------------------
