@@ -142,7 +142,10 @@ class KubeClient:
                     connection.timeout = timeout
                 connection.request("GET", target, headers=headers)
                 response = connection.getresponse()
-                return response.status, _read_capped(response, path)
+                body = _read_capped(response, path)
+                if self.watchdog.expired:  # cut off mid-answer: what was read is not the answer
+                    raise self._too_slow()
+                return response.status, body
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as error:
                 connection.close()
                 if self.watchdog.expired:

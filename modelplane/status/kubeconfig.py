@@ -96,7 +96,9 @@ def access_from_document(document: Any, cluster: str, origin: str, context: str 
     ctx = contexts.get(chosen) if isinstance(chosen, str) else None
     if ctx is None:
         ctx = next(iter(contexts.values()), {})
-    cluster_name, user_name = _text(ctx.get("cluster")), _text(ctx.get("user"))
+    cluster_name, user_name = ctx.get("cluster"), ctx.get("user")
+    if not isinstance(cluster_name, (str, type(None))) or not isinstance(user_name, (str, type(None))):
+        raise KubeconfigError(f"{where}: its context's cluster and user must be names")
     server_entry = clusters.get(cluster_name) if cluster_name else next(iter(clusters.values()), None)
     if server_entry is None:
         raise KubeconfigError(f"{where} names no cluster its context can use")

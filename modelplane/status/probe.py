@@ -49,6 +49,8 @@ def probe(target: ProbeTarget, timeout: float = PROBE_TIMEOUT) -> Probe:
         response = connection.getresponse()
         status = response.status
         response.read(MAX_BODY_READ)  # a little, so a short answer is consumed; an endless one is cut off
+        if watchdog.expired:  # cut off mid-answer: the status line alone proves nothing
+            return Probe("unreachable", detail=f"no complete answer within {timeout:g} s")
     except (TimeoutError, socket.timeout):
         return Probe("unreachable", detail=f"no answer within {timeout:g} s")
     except ConnectionRefusedError:
