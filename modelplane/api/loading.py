@@ -19,6 +19,7 @@ from .inference_class import InferenceClass
 from .inference_cluster import InferenceCluster
 from .inference_gateway import InferenceGateway
 from .issues import issues_from_validation
+from .child_names import endpoint_name_clashes
 from .mirror import Mirror
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment, deployment_name_problem
@@ -106,6 +107,7 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file", secret_
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken)
     issues += errors + served_name_problems(fleet, broken)
+    issues += endpoint_name_clashes(fleet.model_endpoints)
     if fleet.mirror is not None:
         warnings += fleet.mirror.warnings()
     if origin == "stack-file":
