@@ -17,9 +17,8 @@ import yaml
 
 from builders import fleet_config
 from modelplane.api import ConfigError, load_fleet
-from modelplane.api.child_names import ENDPOINT_CHILDREN, child_name
 from modelplane.render import front_door as fd
-from modelplane.scheduling import schedule
+from modelplane.scheduling import child_name, schedule
 
 REPO = Path(__file__).resolve().parent.parent
 GATEWAY = {"clusterName": "control", "cluster": {"source": "Kind"},
@@ -156,6 +155,7 @@ def test_every_object_render_derives_from_an_endpoint_name_is_in_the_checked_lis
     """ENDPOINT_CHILDREN must list every child render makes for a hand-made endpoint (with auth, as a fallback),
     or the clash check would miss one."""
     from builders import traefik_front_door
+    from modelplane.api.child_names import ENDPOINT_CHILDREN
 
     name = "saas"
     config = with_endpoints({name: {"url": "https://api.example.com/", "labels": {"provider": "saas"},
