@@ -16,7 +16,7 @@ from .errors import ConfigIssue
 MAX_PREFIX = 57  # 63 - 5 hex - 1 dash
 # What the front doors derive from a hand-made endpoint's name (render/front_door.py, front_door_envoy.py);
 # tests/test_child_names.py checks this list against what render makes.
-ENDPOINT_CHILDREN = ("upstream", "fallback", "auth", "hop", "path", "host")
+ENDPOINT_CHILDREN = ("upstream", "healthy", "base-path", "fallback", "auth", "hop", "path", "host")
 
 
 def hash5(text: str) -> str:
