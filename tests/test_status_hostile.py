@@ -203,6 +203,38 @@ def test_the_read_timeout_is_per_read_and_the_budget_bounds_the_whole(monkeypatc
     assert elapsed < 3
 
 
+def test_a_tls_handshake_that_trickles_is_cut_at_the_cluster_deadline():
+    """The TLS socket takes the connection over before the handshake: the watchdog must guard that one."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def serve():
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)  # the ClientHello
+            connection.sendall(b"\x16\x03\x03\x40\x00")  # a handshake record of 16 KiB, sent a byte at a time
+            while not stop.wait(0.1):
+                try:
+                    connection.sendall(b"\x00")
+                except OSError:
+                    return
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"https://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        reading = read_cluster(parse_kubeconfig(kubeconfig_text(url, **{"insecure-skip-tls-verify": True}), US, "t"),
+                               [NAMESPACE], timeout=5.0, budget=1.0)  # ssl bounds a whole handshake by the timeout
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        listener.close()
+    assert reading.error == "reading it took longer than the 1 s allowed per cluster"
+    assert elapsed < 3
+
+
 # --- finding 2: one odd cluster never hides the others ------------------------------------------------------------
 
 ODD_ANSWERS = [

@@ -99,6 +99,8 @@ class KubeClient:
     def _prepare(self) -> None:
         cert = key = None
         if self.access.exec_plugin is not None:
+            if self._left() <= 0:
+                raise self._too_slow()
             credential = exec_credential(self.access.exec_plugin, min(EXEC_TIMEOUT, self._left()))
             self._token = credential.get("token") or self._token
             if credential.get("clientCertificateData") and credential.get("clientKeyData"):
@@ -179,8 +181,12 @@ class _Connection(http.client.HTTPConnection):
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tunnel_host:
             self._tunnel()
-        if self._tls is not None:
-            self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name)
+        if self._tls is not None:  # the TLS socket takes the raw one's descriptor over: guard it before the handshake
+            raw = self.sock
+            self.sock = self._tls.wrap_socket(raw, server_hostname=self._server_name, do_handshake_on_connect=False)
+            self._watchdog.release(raw)
+            self._watchdog.guard(self.sock)
+            self.sock.do_handshake()
 
     def close(self) -> None:
         self._watchdog.release(self.sock)

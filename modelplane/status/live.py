@@ -29,7 +29,7 @@ def read_clusters(accesses: dict[str, ClusterAccess], namespaces: dict[str, set[
                   overall: float | None = None) -> dict[str, ClusterReading]:
     """Each cluster of `accesses`, reading the namespaces `namespaces[cluster]`."""
     names = sorted(accesses)
-    overall = budget + 5.0 if overall is None else overall
+    overall = budget + (OVERALL_BUDGET - CLUSTER_BUDGET) if overall is None else overall
     readings = gather(lambda c: read_cluster(accesses[c], namespaces.get(c, set()), timeout, budget), names,
                       MAX_PARALLEL_CLUSTERS, overall,
                       late=lambda c: ClusterReading(c, error=f"not read within status's overall limit of {overall:g} s",
