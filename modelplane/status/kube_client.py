@@ -160,7 +160,8 @@ class KubeClient:
                 raise
             except Exception as error:  # noqa: BLE001 - every network failure becomes a ReadError
                 connection.close()
-                if self.watchdog.expired:
+                budget_ran_out = isinstance(error, (TimeoutError, socket.timeout)) and timeout < self.timeout
+                if self.watchdog.expired or budget_ran_out:  # (a read's timeout is cut to what is left)
                     raise self._too_slow() from None
                 raise _read_error(error, self._host, self._port, self.timeout) from None
         raise AssertionError("unreachable")
