@@ -12,6 +12,7 @@ from typing import Any, Callable, Collection, Literal, Mapping
 from pydantic import BaseModel, ValidationError
 
 from . import syntax
+from .child_names import endpoint_name_clashes
 from .common import SecretValue, Unreadable, decode_top_level
 from .errors import ConfigError, ConfigIssue, PathPart, shown, text_hidden
 from .fleet import Fleet, NamespacedName
@@ -19,7 +20,6 @@ from .inference_class import InferenceClass
 from .inference_cluster import InferenceCluster
 from .inference_gateway import InferenceGateway
 from .issues import issues_from_validation
-from .child_names import endpoint_name_clashes
 from .mirror import Mirror
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment, deployment_name_problem
