@@ -179,3 +179,46 @@ def test_the_program_with_an_incomplete_folder_mirror_registers_nothing(tmp_path
     with pytest.raises(Exception, match="problems? with the mirror folder"):
         deploy(MONITOR, MOCKS, config)
     assert [r for r in MONITOR.registrations if r.type.startswith("kubernetes:")] == []
+
+
+HOSTILE_MANIFEST_CHECK = """
+import os, sys
+sys.path[:0] = [{tests!r}, {repo!r}]
+from pathlib import Path
+from test_mirror_program import fill_folder_mirror
+from test_program_resources import stack_config
+from modelplane.infra.sources import folder_mirror_problems
+charts, manifests = Path({folder!r}) / "charts", Path({folder!r}) / "manifests"
+config = {{**stack_config(Path({repo!r}), "demo"), "mirror": {{"charts": str(charts), "manifests": str(manifests)}}}}
+fleet, listing = fill_folder_mirror(config, charts, manifests)
+target = manifests / listing.manifests[0].file
+for make in (lambda: target.symlink_to("/dev/zero"), lambda: os.mkfifo(target),
+             lambda: open(target, "wb").truncate(3 << 30)):
+    target.unlink()
+    make()
+    print(folder_mirror_problems(fleet)[0], flush=True)
+"""
+
+
+def test_the_mirror_check_refuses_dev_zero_a_fifo_and_a_huge_sparse_file_unread(tmp_path):
+    """Finding 4 of issue 25: each would fill memory, block forever or be read whole; under an address-space
+    limit and a time limit, each is named and refused."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    script = HOSTILE_MANIFEST_CHECK.format(tests=str(REPO / "tests"), repo=str(REPO), folder=str(tmp_path))
+    try:
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                                preexec_fn=limit, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the mirror check blocked (a FIFO read, or /dev/zero read forever)")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3, result.stdout
+    assert "is not a regular file (a pipe or a device); name a file" in lines[0]
+    assert "is not a regular file (a pipe or a device); name a file" in lines[1]
+    assert "is 3,221,225,472 bytes; the limit is 64 MiB" in lines[2]

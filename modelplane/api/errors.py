@@ -52,12 +52,22 @@ def shown(value: Any, limit: int = SHOWN_TEXT_LIMIT) -> str:
     if isinstance(value, str):
         if _HIDE_TEXT.get():
             return f"text of {len(value):,} characters ({HIDDEN_NOTE})"
-        return quoted(value, limit)
+        return quoted(without_credentials(value), limit)
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, (list, tuple)):
         return "a list"
     return type(value).__name__
+
+
+# `scheme://` then anything up to the last `@` of the same word: a URL's user and password, however
+# they are written (a password may hold '/', ':' or '#', which URL parsers take for the path or port).
+_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s]*@")
+
+
+def without_credentials(text: str) -> str:
+    """`text` with any URL's `user:password@` shown as `***@`."""
+    return _URL_CREDENTIALS.sub(r"\1***@", text) if "@" in text else text
 
 
 def quoted(text: str, limit: int = SHOWN_TEXT_LIMIT) -> str:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Collection, Literal, Mapping
 from pydantic import BaseModel, ValidationError
 
 from . import syntax
+from .child_names import endpoint_name_clashes
 from .common import SecretValue, Unreadable, decode_top_level
 from .errors import ConfigError, ConfigIssue, PathPart, shown, text_hidden
 from .fleet import Fleet, NamespacedName
@@ -106,6 +107,7 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file", secret_
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken)
     issues += errors + served_name_problems(fleet, broken)
+    issues += endpoint_name_clashes(fleet.model_endpoints)
     if fleet.mirror is not None:
         warnings += fleet.mirror.warnings()
     if origin == "stack-file":

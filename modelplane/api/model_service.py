@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
 from .common import ApiModel, LabelSelector, MatchLabels, Rules, SecretValue, UserLabels, _checked
+from .endpoint_url import CREDENTIALS_PROBLEM, endpoint_url_problem
 from .errors import shown
 
 
@@ -79,11 +80,7 @@ class ModelService(ApiModel):
 
 
 def _url_shown(value: str) -> str:
-    """A URL for a message, without any `user:password@` part (a credential has no place in a message)."""
-    scheme, sep, rest = value.partition("://")
-    host, at, tail = rest.partition("@") if sep else ("", "", "")
-    if at and "/" not in host:
-        value = f"{scheme}://***@{tail}"
+    """A URL for a message, without any `user:password@` part (`shown` masks it, however it is written)."""
     return shown(value)
 
 
@@ -101,12 +98,16 @@ def _http_url(value: str) -> str:
     except ValueError:  # e.g. an unbalanced '[' in the host
         hostname = None
         parts = None
+    if parts is not None and "@" in value.partition("?")[0]:  # user:password@, however written ('/', '#' and ':'
+        raise ValueError(f"{_url_shown(value)} {CREDENTIALS_PROBLEM}")  # in it make parsers see a path or port)
     if parts is None or parts.scheme not in ("http", "https") or not hostname:
         raise ValueError(f"{_url_shown(value)} must be an http:// or https:// URL with a host (e.g. https://api.together.xyz/)")
     try:
         _ = parts.port  # raises on a malformed port
     except ValueError:
         raise ValueError(f"{_url_shown(value)} has an invalid port") from None
+    if (problem := endpoint_url_problem(parts)) is not None:
+        raise ValueError(f"{_url_shown(value)} {problem}")
     return value
 
 

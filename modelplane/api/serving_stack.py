@@ -6,8 +6,18 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from . import syntax
 from .common import ApiModel, DnsSubdomain, Rules, SingleLine, duplicates
 from .errors import shown
+
+
+def version_problem(value: str) -> str | None:
+    """A chart or release version: it is spliced into chart references and manifest URLs, so only a semantic
+    version, optionally after a `v` (`v1.5.1`, `72.6.2`, `1.0.0-rc.1`), and never `../` or `?`."""
+    if syntax.semver_problem(value.removeprefix("v")) is None:
+        return None
+    return (f"{shown(value)} is not a version: write MAJOR.MINOR.PATCH, optionally after a 'v' and with a "
+            "pre-release such as -rc.1, as the chart or release is tagged (e.g. 'v1.5.1', '72.6.2')")
 
 
 class ServingStackVersions(ApiModel):
@@ -77,6 +87,8 @@ class ServingStackConfig(ApiModel):
                 rules.fail(["versions", key], f"unknown component; known: {', '.join(sorted(aliases))}")
             elif not value:
                 rules.fail(["versions", key], "must not be empty")
+            elif (problem := version_problem(value)) is not None:
+                rules.fail(["versions", key], problem)
         self._check_preinstalled(rules)
         rules.raise_if_any()
         return self

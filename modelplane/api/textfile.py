@@ -1,4 +1,4 @@
-"""Read a text file a user names (a stack file, a previous placement) without trusting it.
+"""Read a file a user names (a stack file, a previous placement, a mirrored manifest) without trusting it.
 
 Only a regular file is read (a folder, a FIFO or a device is refused before any read, so `/dev/zero`
 cannot stream forever and a FIFO cannot block), at most `limit` bytes, decoded strictly as UTF-8,
@@ -27,6 +27,12 @@ def mebibytes(n: int) -> str:
 def read_text(path: Path, what: str, limit: int, limit_note: str = "",
               error: type[ModelplaneError] = ModelplaneError) -> str:
     """The text of the regular file `path`; `what` names it in errors ("stack file")."""
+    return decode_text(read_bytes(path, what, limit, limit_note, error), f"{what} {path}", error)
+
+
+def read_bytes(path: Path, what: str, limit: int, limit_note: str = "",
+               error: type[ModelplaneError] = ModelplaneError) -> bytes:
+    """The bytes of the regular file `path` (at most `limit`; a FIFO, a device or a folder is refused unread)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -54,7 +60,7 @@ def read_text(path: Path, what: str, limit: int, limit_note: str = "",
         raise error(f"cannot read {what} {path}: {problem.strerror or problem}") from None
     finally:
         os.close(fd)
-    return decode_text(b"".join(chunks), f"{what} {path}", error)
+    return b"".join(chunks)
 
 
 def _too_large(path: Path, what: str, size: int | None, limit: int, note: str) -> str:

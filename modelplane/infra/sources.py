@@ -8,14 +8,19 @@ where it is used.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pulumi
 
 from ..api import Fleet
+from ..api.errors import ModelplaneError
+from ..api.textfile import read_bytes
 from ..render.fleet import fleet_sources
 from ..render.sources import digest_problem, is_local_path, missing_file_message
 from ..render.types import RemoteManifest
+
+MAX_MANIFEST_BYTES = 64 << 20
 
 
 def local_chart(path: str) -> str:
@@ -33,13 +38,14 @@ def manifest_file(manifest: RemoteManifest) -> str:
     """
     if not is_local_path(manifest.url):
         return manifest.url
-    try:
-        content = Path(manifest.url).read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(manifest.url):
         raise pulumi.RunError(missing_file_message(manifest.url, f"the {manifest.component} {manifest.version} "
-                                                                 "manifest")) from None
-    except OSError as error:
-        raise pulumi.RunError(f"{manifest.url}: cannot read the mirrored manifest: {error.strerror}") from None
+                                                                 "manifest"))
+    try:  # a regular file of bounded size only: a symlink to /dev/zero, a FIFO or a huge sparse file is refused unread
+        content = read_bytes(Path(manifest.url), "the mirrored manifest", MAX_MANIFEST_BYTES,
+                             "the largest pinned CRD manifest is under 4 MiB")
+    except ModelplaneError as error:
+        raise pulumi.RunError(str(error)) from None
     if (problem := digest_problem(manifest, content)) is not None:
         raise pulumi.RunError(problem)
     return manifest.url

@@ -5,20 +5,9 @@ cluster and comes back to the same index gets the same name again.
 """
 from __future__ import annotations
 
-import hashlib
-
-_MAX_PREFIX = 57  # 63 - 5 hex - 1 dash
-
-
-def _hash5(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:5]
-
-
-def child_name(*parts: str) -> str:
-    """crossplane-function-sdk `resource.child_name`: the joined parts, truncated, plus a hash of them all."""
-    full = "-".join(parts)
-    return f"{full[:_MAX_PREFIX].rstrip('-')}-{_hash5(full)}"
-
+from ..api.child_names import MAX_PREFIX as _MAX_PREFIX
+from ..api.child_names import child_name  # noqa: F401 - where render and scheduling import it from
+from ..api.child_names import hash5 as _hash5
 
 def opaque_name(visible: str, *discriminators: str) -> str:
     """Only `visible` is readable; the discriminators go into the hash."""

@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import sys
 from pathlib import Path
 
-from ..api import Fleet
+from ..api import Fleet, syntax
 from ..api.errors import ModelplaneError
 from ..api.stackfile import find_project_dir
 from ..api.textfile import read_text
 from ..render.types import replica_host
 from ..scheduling import PlacementDocument, load_previous, schedule
-from .kubeconfig import ClusterAccess, parse_kubeconfig
+from .kubeconfig import (ClusterAccess, KubeconfigError, access_from_document, context_names, merged_kubeconfig,
+                         parse_kubeconfig)
 from .live import read_clusters
 from .probe import ProbeTarget, probe_all
 from .replicas import WatchedReplica, watched_replicas
@@ -34,6 +36,7 @@ MAX_KUBECONFIG_BYTES = 1 << 20
 def run(fleet: Fleet, stack_path: Path, args: argparse.Namespace) -> int:
     stack = Stack.of(stack_path, args.stack)
     previous, outputs, notes = last_placement(stack, args.previous, needs_kubeconfigs=args.kubeconfig_dir is None)
+    check_names(previous)
     result = schedule(fleet, previous)
     watched = watched_replicas(result, previous)
     rows = [r for group in watched.values() for r in group]
@@ -60,13 +63,53 @@ def last_placement(stack: "Stack", previous: Path | None,
 
 
 def cluster_accesses(stack: "Stack", fleet: Fleet, clusters: list[str], folder: Path | None,
-                     outputs: dict | None) -> dict[str, ClusterAccess]:
-    """How to reach each cluster holding a replica; a cluster of the fleet without a kubeconfig is an error."""
+                     outputs: dict | None, environ: dict[str, str] | None = None) -> dict[str, ClusterAccess]:
+    """How to reach each cluster holding a replica; a cluster of the fleet without a kubeconfig is an error.
+
+    A kubeconfig that is there but cannot be used makes only its own cluster unreadable."""
+    environ = dict(os.environ) if environ is None else environ
     texts = kubeconfigs_in_dir(folder, clusters) if folder is not None else stack.kubeconfigs(clusters, fleet, outputs)
-    missing = [c for c in clusters if c not in texts and c in fleet.inference_clusters]
+    accesses = {c: access_of(c, texts[c], fleet, environ) for c in clusters if c in texts}
+    lacking = [c for c in clusters if c not in accesses and c in fleet.inference_clusters]
+    if lacking and environ.get("KUBECONFIG"):
+        accesses.update(accesses_from_kubeconfig_env(fleet, lacking, environ))
+    missing = [c for c in lacking if c not in accesses]
     if missing:
         raise ModelplaneError(missing_kubeconfigs(missing, folder, stack.label))
-    return {c: access_of(c, texts[c], fleet) for c in clusters if c in texts}
+    return accesses
+
+
+def accesses_from_kubeconfig_env(fleet: Fleet, clusters: list[str], environ: dict[str, str]) -> dict[str, ClusterAccess]:
+    """Clusters `$KUBECONFIG` (one file or several) has a context for: the cluster's `existing.context`, else a
+    context named like the cluster."""
+    try:
+        document = merged_kubeconfig(environ["KUBECONFIG"])
+    except KubeconfigError as error:
+        return {c: ClusterAccess.unusable(c, "$KUBECONFIG", str(error)) for c in clusters}
+    names = context_names(document)
+    found = {}
+    for cluster in clusters:
+        context = _existing_context(fleet, cluster) or cluster
+        if context in names:
+            origin = f"context {context} in $KUBECONFIG"
+            try:
+                found[cluster] = access_from_document(document, cluster, origin, context, None, environ)
+            except KubeconfigError as error:
+                found[cluster] = ClusterAccess.unusable(cluster, origin, str(error))
+    return found
+
+
+def check_names(document: PlacementDocument) -> None:
+    """Every name status builds a request, a file name or a Host header from: a cluster, namespace and
+    replica of the last placement must be a DNS label, as the config's own are (exit 2 otherwise)."""
+    problems = []
+    for i, replica in enumerate(document.replicas):
+        for field, value in (("cluster", replica.cluster), ("namespace", replica.namespace), ("name", replica.name)):
+            if (problem := syntax.dns_label_problem(value)) is not None:
+                problems.append(f"replicas[{i}].{field} {ascii(value)}: {problem}")
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise ModelplaneError(f"the last placement holds names that are not Kubernetes names: {shown}")
 
 
 def write(report: StatusReport, output: str) -> None:
@@ -87,8 +130,9 @@ def placement_of(outputs: dict, stack: str) -> tuple[PlacementDocument, list[str
         raise ModelplaneError(f"the stack output `placement` of stack {stack}: {error}; {INSTEAD_OF_PLACEMENT}") from None
 
 
-def kubeconfigs_in_dir(folder: Path, clusters: list[str]) -> dict[str, tuple[str, str, Path]]:
-    """{cluster: (text, origin, folder)} for every cluster with a file in `folder`."""
+def kubeconfigs_in_dir(folder: Path, clusters: list[str]) -> dict[str, tuple[str | KubeconfigError, str, Path]]:
+    """{cluster: (text, origin, folder)} for every cluster with a file in `folder` (the text is the error when the
+    file cannot be read: not a regular file, too large, not UTF-8)."""
     if not folder.is_dir():
         raise ModelplaneError(f"--kubeconfig-dir {folder} is not a folder; it must hold one kubeconfig per cluster, "
                               "named <cluster>, <cluster>.yaml or <cluster>.kubeconfig")
@@ -96,9 +140,14 @@ def kubeconfigs_in_dir(folder: Path, clusters: list[str]) -> dict[str, tuple[str
     for cluster in clusters:
         for pattern in KUBECONFIG_NAMES:
             path = folder / pattern.format(cluster)
-            if path.is_file():
-                text = read_text(path, "kubeconfig", MAX_KUBECONFIG_BYTES)
-                found[cluster] = (text, f"{path.name} in --kubeconfig-dir", folder)
+            if path.exists() and not path.is_dir():
+                origin = f"{path.name} in --kubeconfig-dir"
+                try:
+                    text: str | KubeconfigError = read_text(path, f"the kubeconfig of cluster {cluster} ({origin})",
+                                                            MAX_KUBECONFIG_BYTES, error=KubeconfigError)
+                except KubeconfigError as error:
+                    text = error
+                found[cluster] = (text, origin, folder)
                 break
     return found
 
@@ -115,11 +164,24 @@ def missing_kubeconfigs(clusters: list[str], folder: Path | None, stack: str) ->
             f"(modelplane:inferenceClusters.<cluster>.cluster.existing.kubeconfig); {INSTEAD_OF_KUBECONFIGS}")
 
 
-def access_of(cluster: str, found: tuple[str, str, Path | None], fleet: Fleet) -> ClusterAccess:
+def access_of(cluster: str, found: tuple[str | KubeconfigError, str, Path | None], fleet: Fleet,
+              environ: dict[str, str] | None = None) -> ClusterAccess:
+    """How to reach `cluster`, or (`problem` set) why its kubeconfig cannot be used: that cluster alone is then
+    reported unreadable, and the others are still read."""
     text, origin, base_dir = found
+    if isinstance(text, KubeconfigError):
+        return ClusterAccess.unusable(cluster, origin, str(text))
+    try:
+        return parse_kubeconfig(text, cluster, origin, context=_existing_context(fleet, cluster), base_dir=base_dir,
+                                environ=environ)
+    except KubeconfigError as error:
+        return ClusterAccess.unusable(cluster, origin, str(error))
+
+
+def _existing_context(fleet: Fleet, cluster: str) -> str | None:
     spec = fleet.inference_clusters.get(cluster)
     existing = spec.cluster.existing if spec is not None and spec.cluster.source == "Existing" else None
-    return parse_kubeconfig(text, cluster, origin, context=getattr(existing, "context", None), base_dir=base_dir)
+    return getattr(existing, "context", None)
 
 
 def probe_targets(rows: list[WatchedReplica], readings: dict, fleet: Fleet) -> list[ProbeTarget]:

@@ -1,6 +1,7 @@
 """What status saw on the live clusters and at the endpoints, as plain data, and how API objects read into it (pure)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -61,15 +62,37 @@ class Probe:
 
 
 def replica_pods(pods: Iterable[dict], claims: Iterable[dict]) -> dict[str, ReplicaPods]:
-    """Per replica name: its pods (a pod list of one namespace) and the claims they use (that namespace's claims)."""
-    allocated = {c.get("metadata", {}).get("name"): bool((c.get("status") or {}).get("allocation")) for c in claims}
+    """Per replica name: its pods (a pod list of one namespace) and the claims they use (that namespace's claims).
+
+    Objects come from an API server and are not trusted: a field of the wrong type reads as absent."""
+    allocated = {}
+    for claim in claims:
+        name = _field(claim, "metadata", "name")
+        if isinstance(name, str):
+            allocated[name] = bool(_field(claim, "status", "allocation"))
     grouped: dict[str, list[dict]] = {}
     for pod in pods:
-        replica = (pod.get("metadata", {}).get("labels") or {}).get(SERVING)
-        if replica and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+        replica = _field(pod, "metadata", "labels", SERVING)
+        if isinstance(replica, str) and replica and _field(pod, "status", "phase") not in TERMINAL_PHASES:
             grouped.setdefault(replica, []).append(pod)
-    return {replica: _read_pods(sorted(group, key=lambda p: p["metadata"].get("name", "")), allocated)
-            for replica, group in grouped.items()}
+    return {replica: _read_pods(sorted(group, key=_name), allocated) for replica, group in grouped.items()}
+
+
+def _field(value: Any, *keys: str) -> Any:
+    """value[k1][k2]..., or None where a level is not a mapping."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _list(value: Any) -> list[dict]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _name(pod: dict) -> str:
+    return _shown(_field(pod, "metadata", "name"))
 
 
 def _read_pods(pods: list[dict], allocated: dict[str, bool]) -> ReplicaPods:
@@ -77,27 +100,40 @@ def _read_pods(pods: list[dict], allocated: dict[str, bool]) -> ReplicaPods:
     not_ready: list[str] = []
     unallocated: list[str] = []
     for pod in pods:
-        name = pod["metadata"].get("name", "?")
-        status = pod.get("status") or {}
-        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
+        name = _name(pod)
+        conditions = _list(_field(pod, "status", "conditions"))
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
             ready += 1
         else:
             not_ready.append(name)
-        generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
-        for reference in (pod.get("spec") or {}).get("resourceClaims") or []:
+        generated = {s.get("name"): s.get("resourceClaimName") for s in _list(_field(pod, "status", "resourceClaimStatuses"))
+                     if isinstance(s.get("name"), str)}
+        for reference in _list(_field(pod, "spec", "resourceClaims")):
             claims += 1
             claim = generated.get(reference.get("name")) or reference.get("resourceClaimName")
-            if claim is None:
-                unallocated.append(f"{name}: claim {reference.get('name')} not created yet")
+            if not isinstance(claim, str):
+                unallocated.append(f"{name}: claim {_shown(reference.get('name'))} not created yet")
             elif allocated.get(claim):
                 allocated_count += 1
             else:
-                unallocated.append(f"{name}: claim {claim} " + ("not allocated" if claim in allocated else "missing"))
+                unallocated.append(f"{name}: claim {_shown(claim)} " + ("not allocated" if claim in allocated else "missing"))
     return ReplicaPods(len(pods), ready, claims, allocated_count, tuple(not_ready), tuple(unallocated))
 
 
+def _shown(value: Any) -> str:
+    """A name an API server sent, safe to print: as it is when printable, else escaped; at most 253 characters."""
+    if not isinstance(value, str) or not value:
+        return "?"
+    return (value if value.isprintable() else ascii(value)[1:-1])[:253]
+
+
+_ADDRESS = re.compile(r"[A-Za-z0-9._:\[\]-]{1,260}")
+
+
 def gateway_address(gateway: dict | None) -> str | None:
-    """The workload Gateway's first address (`status.addresses[0].value`), if it has one."""
-    addresses = ((gateway or {}).get("status") or {}).get("addresses") or []
-    value = addresses[0].get("value") if addresses and isinstance(addresses[0], dict) else None
-    return value if isinstance(value, str) and value else None
+    """The workload Gateway's first address (`status.addresses[0].value`), if it has one that is a host name or
+    an IP address (with an optional port): anything else is not an address to probe."""
+    addresses = _field(gateway, "status", "addresses")
+    first = addresses[0] if isinstance(addresses, list) and addresses else None
+    value = first.get("value") if isinstance(first, dict) else None
+    return value if isinstance(value, str) and _ADDRESS.fullmatch(value) else None

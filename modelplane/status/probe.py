@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import http.client
 import socket
-from concurrent.futures import ThreadPoolExecutor
+import time
 from dataclasses import dataclass
 
 from ..render.types import HEALTH_PATH
+from .deadline import Watchdog, gather
 from .observations import Probe
 
 PROBE_TIMEOUT = 2.0  # seconds per replica
-MAX_PARALLEL_PROBES = 32
+MAX_PARALLEL_PROBES = 64
+MAX_BODY_READ = 4096
 
 
 @dataclass(frozen=True)
@@ -35,33 +37,56 @@ def split_address(address: str, default_port: int) -> tuple[str, int]:
 
 
 def probe(target: ProbeTarget, timeout: float = PROBE_TIMEOUT) -> Probe:
+    """The answer's status line is all that counts: at most `MAX_BODY_READ` bytes of its body are read, and the whole exchange (connection,
+    status line, headers) must finish within `timeout`, even from a gateway that trickles its answer."""
     host, port = split_address(target.address, target.port)
-    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    if not 0 < port < 65536:
+        return Probe("unreachable", detail=f"the gateway address has an invalid port {port}")
+    watchdog = Watchdog(time.monotonic() + timeout)
+    connection = _GuardedConnection(host, port, timeout, watchdog)
     try:
         connection.request("GET", HEALTH_PATH, headers={"Host": target.host, "User-Agent": "modelplane-status"})
         response = connection.getresponse()
-        response.read()
+        status = response.status
+        response.read(MAX_BODY_READ)  # a little, so a short answer is consumed; an endless one is cut off
+        if watchdog.expired:  # cut off mid-answer: the status line alone proves nothing
+            return Probe("unreachable", detail=f"no complete answer within {timeout:g} s")
     except (TimeoutError, socket.timeout):
         return Probe("unreachable", detail=f"no answer within {timeout:g} s")
     except ConnectionRefusedError:
         return Probe("unreachable", detail=f"connection refused by {host}:{port}")
     except socket.gaierror:
         return Probe("unreachable", detail=f"cannot resolve {host}")
-    except OSError as error:
-        return Probe("unreachable", detail=error.strerror or type(error).__name__)
-    except http.client.HTTPException as error:
+    except UnicodeError:  # a host name IDNA cannot encode
+        return Probe("unreachable", detail=f"the gateway address {ascii(host)} is not a host name that can be encoded")
+    except (OSError, http.client.HTTPException) as error:
+        if watchdog.expired:
+            return Probe("unreachable", detail=f"no complete answer within {timeout:g} s")
+        if isinstance(error, OSError):
+            return Probe("unreachable", detail=error.strerror or type(error).__name__)
         return Probe("unreachable", detail=f"broken answer ({type(error).__name__})")
     finally:
+        watchdog.cancel()
         connection.close()
-    if response.status == 200:
+    if status == 200:
         return Probe("healthy", 200)
-    return Probe("unhealthy", response.status)
+    return Probe("unhealthy", status)
+
+
+class _GuardedConnection(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int, timeout: float, watchdog: Watchdog):
+        super().__init__(host, port, timeout=timeout)
+        self._watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        self._watchdog.guard(self.sock)
 
 
 def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT) -> dict[tuple[str, str], Probe]:
-    """Every target at once (threads): the slowest probe, not their sum, is what it costs."""
-    if not targets:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_PROBES, len(targets))) as pool:
-        results = list(pool.map(lambda t: probe(t, timeout), targets))
+    """Every target at once (threads): the slowest probe, not their sum, is what it costs, and never more than
+    `timeout` plus a second."""
+    results = gather(lambda t: probe(t, timeout), targets, MAX_PARALLEL_PROBES, timeout + 1.0,
+                     late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
+                     failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"))
     return {t.key: r for t, r in zip(targets, results)}

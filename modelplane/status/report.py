@@ -22,6 +22,10 @@ EXIT_OK, EXIT_NOT_OK = 0, 1
 HEALTHY, DEGRADED, PENDING, UNREACHABLE, UNREADABLE, NOT_READ = (
     "healthy", "degraded", "pending", "unreachable", "unreadable", "not read")
 RUNBOOK_GONE = 'docs/runbook.md, "A cluster that is gone for good"'
+NOWHERE = ("no cluster could be reached from this machine: the problem is most likely on this side (its network, "
+           "VPN, proxy or DNS, or expired credentials of a tunnel), not in the fleet; check that before draining "
+           "anything")
+NOWHERE_ADVICE = "no cluster answered, so check this machine's network, VPN and proxy first (see the note below)"
 
 
 @dataclass(frozen=True)
@@ -196,9 +200,16 @@ def build_report(stack: str, result: PlanResult, watched: dict[str, list[Watched
     for rows in watched.values():
         for r in rows:
             per_cluster[r.cluster] = per_cluster.get(r.cluster, 0) + 1
-    clusters = tuple(_cluster_status(name, readings.get(name), per_cluster[name], runbook)
+    nowhere = bool(per_cluster) and all(_unreachable(readings.get(name)) for name in per_cluster)
+    clusters = tuple(_cluster_status(name, readings.get(name), per_cluster[name], runbook, nowhere)
                      for name in sorted(per_cluster))
+    if nowhere:
+        notes = (NOWHERE, *notes)
     return StatusReport(stack, probes is not None, deployments, clusters, runbook, notes)
+
+
+def _unreachable(reading: ClusterReading | None) -> bool:
+    return reading is not None and not reading.read and reading.error_kind != UNREADABLE
 
 
 def _replica_status(replica: WatchedReplica, reading: ClusterReading | None,
@@ -227,7 +238,8 @@ def _replica_status(replica: WatchedReplica, reading: ClusterReading | None,
     return ReplicaStatus(replica, DEGRADED if problems else HEALTHY, pods, probe, tuple(problems))
 
 
-def _cluster_status(name: str, reading: ClusterReading | None, replicas: int, runbook: Runbook) -> ClusterStatus:
+def _cluster_status(name: str, reading: ClusterReading | None, replicas: int, runbook: Runbook,
+                    nowhere: bool = False) -> ClusterStatus:
     if reading is None:
         return ClusterStatus(name, NOT_READ, "no kubeconfig: the cluster is no longer in the stack config", None,
                              replicas)
@@ -237,6 +249,8 @@ def _cluster_status(name: str, reading: ClusterReading | None, replicas: int, ru
         return ClusterStatus(name, UNREADABLE, reading.error or "", None, replicas,
                              advice=f"check the kubeconfig status used for {name}: its server, certificate authority "
                                     "and credentials")
+    if nowhere:  # no cluster answered: draining them all would help nothing
+        return ClusterStatus(name, UNREACHABLE, reading.error or "", None, replicas, NOWHERE_ADVICE)
     return ClusterStatus(name, UNREACHABLE, reading.error or "", None, replicas,
                          "if it stays down, move its replicas away", runbook.drain(name),
                          f"`pulumi up` can change the fleet only while every cluster answers; if {name} is gone for "
