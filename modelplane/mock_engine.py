@@ -435,7 +435,8 @@ def main(argv=None):
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     args = parser.parse_args(argv)
     server = make_server(args.host, args.port)
-    print(f"mock engine {server.model!r} on {args.host}:{server.server_address[1]} as pod {server.pod}")
+    print(f"mock engine {server.model!r} on {args.host}:{server.server_address[1]} as pod {server.pod}",
+          flush=True)  # a pipe or a log file would otherwise hold the line until the engine stops
     try:
         server.serve_forever()
     except KeyboardInterrupt:
