@@ -47,12 +47,10 @@ HELP: dict[str, tuple[str, str, str]] = {
                 "For each deployment named, each cluster and pool: whether it takes replicas, and if not why.",
                 "modelplane explain ml-team/mock-demo -s demo\n|placement.md"),
     "render": ("write every Kubernetes object and Helm release of the fleet as YAML",
-               "Writes one folder per cluster under --out: the Kubernetes objects, ready for `kubectl apply -f`, "
-               "and beside them in _modelplane/ the CRD manifests, Helm releases and placeholders `pulumi up` "
-               "handles (see the docs).",
-               "modelplane render -s demo --out manifests\n"
-               "kubectl apply -f manifests/gpu-eu-west/   # the objects only, once its CRDs and charts are there\n"
-               "|rendering.md"),
+               "Writes one folder per cluster under --out: each Kubernetes object as NNN-<kind>-<namespace>-<name>.yaml "
+               "in apply order, and beside them what `pulumi up` handles itself: remote-manifests.yaml (CRD "
+               "manifests), helm-releases.yaml and placeholders.yaml. Shows progress on a terminal.",
+               "modelplane render -s demo --out manifests\n|rendering.md"),
     "sources": ("list every Helm chart and CRD manifest the fleet fetches, and the commands that fill a mirror "
                 "for air-gapped sites",
                 "Lists what the fleet downloads at `pulumi up` and prints the commands that copy it into a mirror.",
