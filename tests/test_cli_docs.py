@@ -127,3 +127,23 @@ def test_readme_names_every_exit_code_the_cli_module_defines() -> None:
         assert f" {code} " in readme
     assert "source <(venv/bin/modelplane completion bash)" in readme
     assert "venv/bin/pip install -r requirements-cli.txt && venv/bin/pip install --no-deps ." in readme
+
+
+def test_rendering_kubectl_glob_selects_exactly_the_objects(tmp_path: Path) -> None:
+    """docs/rendering.md's glob: every numbered file is one Kubernetes object; the notes are left out."""
+    import glob
+
+    import yaml
+
+    text = (REPO / "docs" / "rendering.md").read_text()
+    assert "kubectl apply $(printf -- '-f %s ' manifests/gpu-eu-west/[0-9][0-9][0-9]-*.yaml)" in text
+    assert modelplane("render", "-s", "demo", "--out", str(tmp_path), cwd=REPO).returncode == 0
+    for cluster in sorted(os.listdir(tmp_path)):
+        chosen = sorted(glob.glob(str(tmp_path / cluster / "[0-9][0-9][0-9]-*.yaml")))
+        others = sorted(set(os.listdir(tmp_path / cluster)) - {Path(c).name for c in chosen})
+        assert others == [".modelplane-render", "helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"]
+        for path in chosen:
+            documents = list(yaml.safe_load_all(Path(path).read_text()))
+            assert len(documents) == 1 and {"apiVersion", "kind", "metadata"} <= set(documents[0]), path
+        for note in ("helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"):
+            assert isinstance(yaml.safe_load((tmp_path / cluster / note).read_text()), list)  # not an object
