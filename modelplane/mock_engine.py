@@ -449,7 +449,8 @@ def main(argv=None):
                         help="the model names it answers, as vLLM's flag (default: env MODEL_NAME, else mock)")
     args = parser.parse_args(argv)
     server = make_server(args.host, args.port, models=args.models)
-    print(f"mock engine {server.model!r} on {args.host}:{server.server_address[1]} as pod {server.pod}")
+    print(f"mock engine {server.model!r} on {args.host}:{server.server_address[1]} as pod {server.pod}",
+          flush=True)  # a pipe or a log file would otherwise hold the line until the engine stops
     try:
         server.serve_forever()
     except KeyboardInterrupt:

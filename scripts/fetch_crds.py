@@ -1,35 +1,37 @@
 #!/usr/bin/env python3
 """Fetch the pinned upstream CRDs (tests/upstream-crds.toml) into the user cache, for the tests.
 
-    venv/bin/python scripts/fetch_crds.py              # from GitHub, else the Go module proxy
-    venv/bin/python scripts/fetch_crds.py --from DIR   # copy what DIR has (a mirror), fetch the rest
+    venv/bin/python scripts/fetch_crds.py                    # from GitHub (raw.githubusercontent.com)
+    venv/bin/python scripts/fetch_crds.py --base-url URL     # from a mirror with GitHub's paths
+    venv/bin/python scripts/fetch_crds.py --from DIR         # copy what DIR has (a mirror), fetch the rest
     venv/bin/python scripts/fetch_crds.py --from DIR --offline   # an air-gapped machine: DIR only
 
 The cache is $MODELPLANE_CRD_CACHE, else $XDG_CACHE_HOME/modelplane/k8s-crds, else
 ~/.cache/modelplane/k8s-crds. Each file comes from the first source that has it with the pinned
-SHA-256: the ``--from`` folder, the local Go module cache, GitHub (raw.githubusercontent.com at the
-pinned commit), the Go module proxy. The Go sources serve only pins with a ``go_module``: the
-file is read out of that module's zip at the pinned tag (the zip holds the repository's files
-byte for byte; the path inside it is the URL's path after the commit), and a zip is downloaded at
-most once per run, into a temporary folder removed at the end. A file is kept only if its SHA-256
-is the pinned one, and it appears under its name only once complete (written beside it, then
-renamed). Files already there with the right digest are left alone, so running it again is cheap.
-Standard library only, so that it needs nothing but Python. See docs/schemas.md.
+SHA-256: a file already in the cache, the ``--from`` folder, then the upstream URL at the pinned
+commit (or the same path under ``--base-url``). Nothing else: no other host is ever asked. A
+download is bounded: at most MAX_BYTES per file and DEADLINE_SECONDS per file in all, however
+slowly a server sends. A file is kept only if its SHA-256 is the pinned one, and it appears under
+its name only once complete (written beside it, then renamed). Credentials in ``--base-url``
+(``https://user:token@mirror``) are sent as HTTP Basic auth, to that host only, and never
+printed. Standard library only, so that it needs nothing but Python. See docs/schemas.md.
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import http.client
 import os
-import shutil
+import socket
 import sys
 import tempfile
+import time
 import tomllib
 import urllib.error
+import urllib.parse
 import urllib.request
-import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -37,32 +39,20 @@ from typing import BinaryIO
 REPO = Path(__file__).resolve().parent.parent
 PINS_FILE = REPO / "tests" / "upstream-crds.toml"
 UPSTREAM = "https://raw.githubusercontent.com"
-GO_PROXY = "https://proxy.golang.org"
-TIMEOUT_SECONDS = 30  # per connection attempt and per read, not for the whole file
+TIMEOUT_SECONDS = 30  # to connect, and for any one read
+DEADLINE_SECONDS = 120  # for one file in all: a server that drips bytes cannot hold the run
+MAX_BYTES = 16 << 20  # per file (the largest pinned CRD is under 2 MB): an endless body cannot fill the disk
 CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
 class Pin:
-    """One pinned CRD file: where it goes under the CRD directory, where it comes from, its digest.
-
-    ``go_module``: the Go module whose repository the URL points into (its root), when the Go
-    module proxy serves it at ``tag``; then the file can also come out of that module's zip.
-    """
+    """One pinned CRD file: where it goes under the CRD directory, where it comes from, its digest."""
 
     path: str
     url: str
     tag: str
     sha256: str
-    go_module: str | None = None
-
-    @property
-    def repo_path(self) -> str:
-        """The file's path in its repository: the URL's path after the commit."""
-        parts = self.url.removeprefix(UPSTREAM + "/").split("/", 3)
-        if len(parts) < 4:
-            raise ValueError(f"{self.path}: url {self.url} is not {UPSTREAM}/<owner>/<repo>/<commit>/<path>")
-        return parts[3]
 
 
 def load_pins(pins_file: Path = PINS_FILE) -> list[Pin]:
@@ -71,34 +61,10 @@ def load_pins(pins_file: Path = PINS_FILE) -> list[Pin]:
 
 
 def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Where the fetched CRDs live (the test helper looks here after ../shared/k8s-crds)."""
+    """Where the fetched CRDs live (the test helper looks there)."""
     if env.get("MODELPLANE_CRD_CACHE"):
         return Path(env["MODELPLANE_CRD_CACHE"]).expanduser()
     return Path(env.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "modelplane" / "k8s-crds"
-
-
-def go_proxy_url(env: Mapping[str, str] = os.environ) -> str | None:
-    """$GOPROXY's first proxy (``direct`` entries skipped), else proxy.golang.org; None for ``off``."""
-    for entry in env.get("GOPROXY", "").replace("|", ",").split(","):
-        entry = entry.strip()
-        if entry == "off":
-            return None
-        if entry and entry != "direct":
-            return entry.rstrip("/")
-    return GO_PROXY
-
-
-def go_mod_cache(env: Mapping[str, str] = os.environ) -> Path:
-    """The local Go module cache: $GOMODCACHE, else the first $GOPATH entry's pkg/mod, else ~/go/pkg/mod."""
-    if env.get("GOMODCACHE"):
-        return Path(env["GOMODCACHE"]).expanduser()
-    gopath = (env.get("GOPATH") or "").split(os.pathsep)[0]
-    return Path(gopath or "~/go").expanduser() / "pkg" / "mod"
-
-
-def go_escape(path: str) -> str:
-    """A module path or version as the proxy protocol and the module cache spell it (``A`` -> ``!a``)."""
-    return "".join(f"!{c.lower()}" if c.isupper() else c for c in path)
 
 
 def sha256_of(path: Path) -> str:
@@ -107,6 +73,10 @@ def sha256_of(path: Path) -> str:
 
 
 class DigestMismatch(Exception):
+    pass
+
+
+class TooLarge(Exception):
     pass
 
 
@@ -122,6 +92,36 @@ class Offline(Exception):
 
 class NotThere(Exception):
     """This source does not have the file; not a problem in itself, the next source is tried."""
+
+
+@dataclass(frozen=True)
+class BaseURL:
+    """A download base (GitHub or a mirror with its paths): the URL without credentials, and its auth header."""
+
+    url: str
+    shown: str  # for messages: the password replaced by ***
+    authorization: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "BaseURL":
+        """Raises ValueError with a message that never repeats a password."""
+        try:
+            parts = urllib.parse.urlsplit(text.strip())
+            host, port = parts.hostname, parts.port  # each can raise ValueError on a malformed URL
+        except ValueError as error:
+            raise ValueError(f"not a valid URL ({error})") from None
+        if parts.scheme not in ("http", "https") or not host:
+            raise ValueError("not an http:// or https:// URL with a host")
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
+        bare = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        if parts.username is None and parts.password is None:
+            return cls(bare, bare)
+        user = urllib.parse.unquote(parts.username or "")
+        password = urllib.parse.unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        shown_netloc = f"{parts.username or ''}:***@{netloc}" if parts.password is not None else f"{parts.username}@{netloc}"
+        shown = urllib.parse.urlunsplit((parts.scheme, shown_netloc, parts.path.rstrip("/"), "", ""))
+        return cls(bare, shown, f"Basic {token}")
 
 
 def _write_verified(chunks: Iterable[bytes], pin: Pin, target: Path) -> None:
@@ -147,17 +147,46 @@ def _read_chunks(fh: BinaryIO) -> Iterable[bytes]:
     return iter(lambda: fh.read(CHUNK), b"")
 
 
-def _open_url(url: str):
+def _bounded(response: http.client.HTTPResponse, deadline: float, shown: str) -> Iterator[bytes]:
+    """The body, a chunk per socket read, stopped at MAX_BYTES or the deadline (the caller keeps nothing)."""
+    declared = response.getheader("Content-Length")
+    if declared and declared.isdigit() and int(declared) > MAX_BYTES:
+        raise TooLarge(f"{shown}: {int(declared)} bytes announced, more than the {MAX_BYTES}-byte limit; not kept")
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
+    total = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{shown}: not complete within {DEADLINE_SECONDS} s; not kept")
+        wait = min(TIMEOUT_SECONDS, left)
+        if isinstance(sock, socket.socket):
+            sock.settimeout(wait)
+        try:
+            chunk = response.read1(CHUNK)  # returns what one read brought: a slow server cannot pin us inside
+        except TimeoutError:
+            if wait < TIMEOUT_SECONDS:  # the wait was cut to what was left of the deadline
+                raise TimeoutError(f"{shown}: not complete within {DEADLINE_SECONDS} s; not kept") from None
+            raise TimeoutError(f"{shown}: no data for {TIMEOUT_SECONDS} s; not kept") from None
+        if not chunk:
+            return
+        total += len(chunk)
+        if total > MAX_BYTES:
+            raise TooLarge(f"{shown}: more than the {MAX_BYTES}-byte limit; not kept")
+        yield chunk
+
+
+def _open_url(url: str, shown: str, authorization: str | None, timeout: float):
     """``urlopen``, with its failures as OSError (this file is not there) or Offline (nothing will be)."""
+    request = urllib.request.Request(url)
+    if authorization:
+        request.add_unredirected_header("Authorization", authorization)  # not sent on to a redirect's host
     try:
-        return urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS)
+        return urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as error:
-        raise OSError(f"{url}: HTTP {error.code} {error.reason}") from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        raise OSError(f"{shown}: HTTP {error.code} {error.reason}") from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", None) or error
-        if isinstance(reason, FileNotFoundError):  # a file:// proxy without this module version
-            raise OSError(f"{url}: not found") from None
-        raise Offline(url, reason) from None
+        raise Offline(shown, reason) from None
 
 
 # --- sources: each puts one pinned file at ``target``, verified, or raises -------------------
@@ -168,16 +197,13 @@ class Source:
     name = "?"
     outcome = "fetched"
 
-    def serves(self, pin: Pin) -> bool:
-        return True
-
-    def put(self, pin: Pin, target: Path) -> str:
-        """Put the file at ``target``, verified; return what to add to its line (where it came from)."""
+    def put(self, pin: Pin, target: Path) -> None:
+        """Put the file at ``target``, verified."""
         raise NotImplementedError
 
 
 class FolderSource(Source):
-    """A folder in the CRD-directory layout (a copy of the cache, ../shared/k8s-crds)."""
+    """A folder in the CRD-directory layout (a copy of the cache, or any mirror of it)."""
 
     outcome = "copied"
 
@@ -185,180 +211,89 @@ class FolderSource(Source):
         self.folder = folder
         self.name = str(folder)
 
-    def put(self, pin: Pin, target: Path) -> str:
+    def put(self, pin: Pin, target: Path) -> None:
         source = self.folder / pin.path
         if not source.is_file():
             raise NotThere(f"{source}: not there")
+        if source.stat().st_size > MAX_BYTES:
+            raise TooLarge(f"{source}: more than the {MAX_BYTES}-byte limit; not kept")
         with open(source, "rb") as fh:
             try:
                 _write_verified(_read_chunks(fh), pin, target)
             except DigestMismatch as error:
                 raise DigestMismatch(f"{source}: {error}") from None
-        return ""
 
 
-class GitHubSource(Source):
-    """raw.githubusercontent.com (or a mirror of it with the same paths) at the pinned commit."""
+class URLSource(Source):
+    """raw.githubusercontent.com at the pinned commit, or a mirror of it with the same paths."""
 
-    name = "GitHub"
+    def __init__(self, base: BaseURL | str = UPSTREAM) -> None:
+        self.base = base if isinstance(base, BaseURL) else BaseURL.parse(base)
+        self.name = "GitHub" if self.base.url == UPSTREAM else self.base.shown
 
-    def __init__(self, base_url: str = UPSTREAM) -> None:
-        self.base_url = base_url.rstrip("/")
-        if self.base_url != UPSTREAM:
-            self.name = self.base_url
-
-    def put(self, pin: Pin, target: Path) -> str:
-        url = self.base_url + pin.url.removeprefix(UPSTREAM)
-        with _open_url(url) as response:
+    def put(self, pin: Pin, target: Path) -> None:
+        tail = pin.url.removeprefix(UPSTREAM)
+        url, shown = self.base.url + tail, self.base.shown + tail
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        with _open_url(url, shown, self.base.authorization, min(TIMEOUT_SECONDS, DEADLINE_SECONDS)) as response:
             try:
-                _write_verified(_read_chunks(response), pin, target)
+                _write_verified(_bounded(response, deadline, shown), pin, target)
             except DigestMismatch as error:
-                raise DigestMismatch(f"{url}: {error}") from None
-        return ""
+                raise DigestMismatch(f"{shown}: {error}") from None
 
 
-def _from_module_zip(zip_path: Path, where: str, pin: Pin, target: Path) -> None:
-    """The pinned file out of a module zip (``where``: the zip's origin, for messages)."""
-    member = f"{pin.go_module}@{pin.tag}/{pin.repo_path}"
-    try:
-        with zipfile.ZipFile(zip_path) as archive:
-            try:
-                info = archive.getinfo(member)
-            except KeyError:
-                raise OSError(f"{where}: the module zip has no {member}") from None
-            with archive.open(info) as fh:
-                try:
-                    _write_verified(_read_chunks(fh), pin, target)
-                except DigestMismatch as error:
-                    raise DigestMismatch(f"{where}: {member}: {error}") from None
-    except zipfile.BadZipFile as error:
-        raise OSError(f"{where}: not a zip ({error})") from None
-
-
-class GoModCacheSource(Source):
-    """A module zip that the Go tool already downloaded (``go mod download`` keeps it)."""
-
-    outcome = "copied"
-
-    def __init__(self, mod_cache: Path) -> None:
-        self.mod_cache = mod_cache
-        self.name = f"the Go module cache {mod_cache}"
-
-    def serves(self, pin: Pin) -> bool:
-        return bool(pin.go_module)
-
-    def zip_path(self, pin: Pin) -> Path:
-        return self.mod_cache / "cache" / "download" / go_escape(pin.go_module or "") / "@v" / f"{go_escape(pin.tag)}.zip"
-
-    def put(self, pin: Pin, target: Path) -> str:
-        zip_path = self.zip_path(pin)
-        if not zip_path.is_file():
-            raise NotThere(f"{zip_path}: not there")
-        _from_module_zip(zip_path, str(zip_path), pin, target)
-        return f" from the Go module cache ({pin.go_module}@{pin.tag})"
-
-
-class GoProxySource(Source):
-    """The Go module proxy: ``<proxy>/<module>/@v/<tag>.zip``, each zip downloaded once per run."""
-
-    def __init__(self, proxy_url: str, workdir: Path) -> None:
-        self.proxy_url = proxy_url.rstrip("/")
-        self.workdir = workdir
-        self.name = f"the Go module proxy {self.proxy_url}"
-        self.zips: dict[tuple[str, str], Path | Exception] = {}
-
-    def serves(self, pin: Pin) -> bool:
-        return bool(pin.go_module)
-
-    def zip_url(self, module: str, version: str) -> str:
-        return f"{self.proxy_url}/{go_escape(module)}/@v/{go_escape(version)}.zip"
-
-    def module_zip(self, module: str, version: str) -> Path:
-        key = (module, version)
-        if key not in self.zips:
-            url = self.zip_url(module, version)
-            path = self.workdir / f"{len(self.zips)}.zip"
-            try:
-                with _open_url(url) as response, open(path, "wb") as fh:
-                    shutil.copyfileobj(response, fh, CHUNK)
-                self.zips[key] = path
-            except Offline:
-                raise  # the source is given up for the rest of the run anyway
-            except OSError as error:
-                path.unlink(missing_ok=True)
-                self.zips[key] = error  # a module version the proxy lacks: do not ask again
-        cached = self.zips[key]
-        if isinstance(cached, Exception):
-            raise OSError(str(cached))
-        return cached
-
-    def put(self, pin: Pin, target: Path) -> str:
-        assert pin.go_module
-        _from_module_zip(self.module_zip(pin.go_module, pin.tag), self.zip_url(pin.go_module, pin.tag), pin, target)
-        return f" from the Go module proxy ({pin.go_module}@{pin.tag})"
-
-
-def fetch(pins: list[Pin], dest: Path, *, source_dir: Path | None = None, base_url: str = UPSTREAM,
-          use: Iterable[str] = ("github", "go"), go_proxy: str | None = GO_PROXY,
-          go_cache: Path | None = None, say: Callable[[str], None] = print,
-          complain: Callable[[str], None] | None = None) -> bool:
+def fetch(pins: list[Pin], dest: Path, *, source_dir: Path | None = None, base_url: BaseURL | str | None = UPSTREAM,
+          say: Callable[[str], None] = print, complain: Callable[[str], None] | None = None) -> bool:
     """Put every pinned file under ``dest``, verified; one line per file, then a summary. True: all there.
 
-    Sources, in order: ``source_dir``; then, of ``use``, "go" the local Go module cache zip
-    (``go_cache``), "github" GitHub (``base_url``), "go" the Go module proxy (``go_proxy``).
-    A source that cannot be reached is reported once and not asked again.
+    Sources, in order: the file already in ``dest``, ``source_dir``, ``base_url`` (None: offline).
+    A host that cannot be reached is reported once and not asked again.
     """
     complain = complain or (lambda line: print(line, file=sys.stderr))
-    use = set(use)
     for pin in pins:
         if not pin.url.startswith(UPSTREAM + "/"):
             raise ValueError(f"{pin.path}: url must start with {UPSTREAM}/ (got {pin.url})")
     counts = {"present": 0, "copied": 0, "fetched": 0, "failed": 0}
-    with tempfile.TemporaryDirectory(prefix="fetch-crds-") as workdir:
-        sources: list[Source] = [FolderSource(source_dir)] if source_dir else []
-        if "go" in use and go_cache is not None:
-            sources.append(GoModCacheSource(go_cache))
-        if "github" in use:
-            sources.append(GitHubSource(base_url))
-        if "go" in use and go_proxy:
-            sources.append(GoProxySource(go_proxy, Path(workdir)))
-        unreachable: dict[str, str] = {}  # source name -> why
-        for pin in pins:
-            target = dest / pin.path
-            if target.is_file() and sha256_of(target) == pin.sha256:
-                counts["present"] += 1
-                say(f"{'present':<8} {pin.path} ({pin.tag})")
+    sources: list[Source] = [FolderSource(source_dir)] if source_dir else []
+    if base_url is not None:
+        sources.append(URLSource(base_url))
+    unreachable: dict[str, str] = {}  # source name -> why
+    for pin in pins:
+        target = dest / pin.path
+        if target.is_file() and sha256_of(target) == pin.sha256:
+            counts["present"] += 1
+            say(f"{'present':<8} {pin.path} ({pin.tag})")
+            continue
+        problems: list[str | Offline] = []
+        done: Source | None = None
+        for source in sources:
+            if source.name in unreachable:
                 continue
-            serving = [s for s in sources if s.serves(pin)]
-            problems: list[str | Offline] = []
-            done: tuple[Source, str] | None = None
-            for source in serving:
-                if source.name in unreachable:
-                    continue
-                try:
-                    done = (source, source.put(pin, target))
-                    break
-                except NotThere:
-                    continue
-                except Offline as error:
-                    unreachable[source.name] = str(error)
-                    problems.append(error)
-                except (OSError, http.client.HTTPException, DigestMismatch) as error:
-                    problems.append(str(error))  # each names the file, URL or zip it is about
-            if done is None:
-                counts["failed"] += 1
-                if not problems:
-                    dead = [s.name for s in serving if s.name in unreachable]
-                    problems = [f"not tried: {' and '.join(dead)} unreachable (see above). {Offline.ADVICE}" if dead else
-                                f"in none of {', '.join(s.name for s in serving) or 'the sources'}"]
-                complain(f"{'FAILED':<8} {pin.path}: {'; '.join(map(str, problems))}")
+            try:
+                source.put(pin, target)
+                done = source
+                break
+            except NotThere:
                 continue
-            for problem in problems:  # an earlier source failed, a later one had it: say so, but it is fine
-                if isinstance(problem, Offline):
-                    problem = f"{problem.short}; using the other sources from now on"
-                complain(f"{'note':<8} {pin.path}: {problem}")
-            counts[done[0].outcome] += 1
-            say(f"{done[0].outcome:<8} {pin.path} ({pin.tag}){done[1]}")
+            except Offline as error:
+                unreachable[source.name] = str(error)
+                problems.append(error)
+            except (OSError, http.client.HTTPException, DigestMismatch, TooLarge) as error:
+                problems.append(str(error))  # each names the file or URL it is about
+        if done is None:
+            counts["failed"] += 1
+            if not problems:
+                dead = [s.name for s in sources if s.name in unreachable]
+                problems = [f"not tried: {' and '.join(dead)} unreachable (see above). {Offline.ADVICE}" if dead else
+                            f"in none of {', '.join(s.name for s in sources) or 'the sources'}"]
+            complain(f"{'FAILED':<8} {pin.path}: {'; '.join(map(str, problems))}")
+            continue
+        for problem in problems:  # an earlier source failed, a later one had it: say so, but it is fine
+            if isinstance(problem, Offline):
+                problem = f"{problem.short}; using the other sources from now on"
+            complain(f"{'note':<8} {pin.path}: {problem}")
+        counts[done.outcome] += 1
+        say(f"{done.outcome:<8} {pin.path} ({pin.tag})")
     summary = ", ".join(f"{n} {'already present' if k == 'present' else k}" for k, n in counts.items() if n)
     (complain if counts["failed"] else say)(f"{len(pins)} pinned CRD files in {dest}: {summary}")
     return not counts["failed"]
@@ -368,25 +303,21 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] = os.environ) -> 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=f"Destination: {cache_dir(env)} (set MODELPLANE_CRD_CACHE to change it).")
     parser.add_argument("--from", dest="source_dir", type=Path, metavar="DIR",
-                        help="first copy from a local folder with the same layout (e.g. a copy of the cache, "
-                             "../shared/k8s-crds); what it lacks is fetched (unless --offline)")
-    parser.add_argument("--offline", action="store_true",
-                        help="no downloads: only the --from folder and the local Go module cache")
-    parser.add_argument("--source", choices=("auto", "github", "go"), default="auto",
-                        help="auto (default): GitHub, and for pins with a go_module the Go module cache and "
-                             "proxy; github: only GitHub; go: only the Go module cache and proxy")
+                        help="first copy from a local folder with the same layout (a copy of the cache, or any "
+                             "mirror of it); what it lacks is fetched (unless --offline)")
+    parser.add_argument("--offline", action="store_true", help="no downloads: only the --from folder")
     parser.add_argument("--base-url", default=UPSTREAM, metavar="URL",
-                        help=f"download from a mirror of {UPSTREAM} (same paths) instead")
-    parser.add_argument("--go-proxy", default=go_proxy_url(env), metavar="URL",
-                        help=f"the Go module proxy (default: $GOPROXY's first proxy, else {GO_PROXY})")
+                        help=f"download from a mirror of {UPSTREAM} (same paths) instead; "
+                             "https://user:token@host/... sends Basic auth, and the token is never printed")
     args = parser.parse_args(argv)
     if args.source_dir and not args.source_dir.is_dir():
         parser.error(f"--from {args.source_dir}: not a directory")
-    use = {"auto": ("github", "go"), "github": ("github",), "go": ("go",)}[args.source]
-    if args.offline:
-        use = tuple(u for u in use if u == "go")
-    return 0 if fetch(load_pins(), cache_dir(env), source_dir=args.source_dir, base_url=args.base_url, use=use,
-                      go_proxy=None if args.offline else args.go_proxy, go_cache=go_mod_cache(env)) else 1
+    try:
+        base = BaseURL.parse(args.base_url)
+    except ValueError as error:
+        parser.error(f"--base-url: {error}")
+    return 0 if fetch(load_pins(), cache_dir(env), source_dir=args.source_dir,
+                      base_url=None if args.offline else base) else 1
 
 
 if __name__ == "__main__":

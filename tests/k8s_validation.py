@@ -173,8 +173,8 @@ def find_crd_dir(env: Mapping[str, str] = os.environ, repo: Path = REPO,
 
 CRD_SOURCE = find_crd_dir()
 CRD_DIR = CRD_SOURCE.path  # None: custom resources are not validated, their tests skip
-MISSING_CRDS = (f"needs pinned CRDs found in none of ${CRD_DIR_ENV}, ../shared/k8s-crds, {fetch_crds.cache_dir()}: "
-                f"run venv/bin/python scripts/fetch_crds.py or set {CRD_DIR_ENV} (docs/schemas.md)")
+MISSING_CRDS = (f"needs the pinned CRDs, not in {fetch_crds.cache_dir()}: "
+                f"run venv/bin/python scripts/fetch_crds.py, or set {CRD_DIR_ENV} to a folder of them (docs/schemas.md)")
 
 
 class CRDDirectoryMissingError(FileNotFoundError):

@@ -5,6 +5,7 @@ raw.githubusercontent.com (``--base-url``), with made-up pins: no internet, no r
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import hashlib
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-import zipfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,8 +52,6 @@ def mirror_layout(root: Path, content: dict[str, bytes]) -> Path:
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(fetch_crds, "load_pins", lambda: PINS)
     monkeypatch.setenv("MODELPLANE_CRD_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomodcache"))  # never the machine's Go module cache
-    monkeypatch.setenv("GOPROXY", "off")
     return tmp_path / "cache"
 
 
@@ -153,7 +152,7 @@ def test_from_a_local_folder_copies_and_verifies(cache: Path, tmp_path: Path, ca
 
 
 def test_from_a_mirror_copies_what_it_has_and_fetches_the_rest(cache: Path, tmp_path: Path, upstream: str, capsys) -> None:
-    """What .ci/run does with ../shared/k8s-crds: an incomplete (or partly edited) mirror is topped up."""
+    """What .ci/run does with a mirror: an incomplete (or partly edited) one is topped up."""
     mirror = mirror_layout(tmp_path / "mirror", {PINS[0].path: CONTENT[PINS[0].path]})
     assert fetch_crds.main(["--from", str(mirror), "--base-url", upstream]) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -182,7 +181,7 @@ def test_the_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 def test_the_command_fills_a_cache_that_the_tests_then_use(tmp_path: Path) -> None:
     """End to end, with the real pins: `fetch_crds.py --from <the CRDs found> --offline` makes a usable cache."""
     kv.require_all_crds()
-    env = {"MODELPLANE_CRD_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin", "GOMODCACHE": str(tmp_path / "none")}
+    env = {"MODELPLANE_CRD_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, str(fetch_crds.REPO / "scripts" / "fetch_crds.py"), "--from", str(kv.CRD_DIR), "--offline"],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -193,159 +192,229 @@ def test_the_command_fills_a_cache_that_the_tests_then_use(tmp_path: Path) -> No
     assert kv.load_crds(found.path).keys() == kv.load_crds().keys()
 
 
-# --- the Go module proxy and the local Go module cache -----------------------------------------
+# --- what the pins are, and which sources there are ----------------------------------------------
 
-MODULE, TAG = "example.com/Org/crds", "v1.2.3"  # an upper-case letter: the proxy spells it "!org"
-GO_PINS = [fetch_crds.Pin(pin.path, pin.url, TAG, pin.sha256, go_module=MODULE) for pin in PINS]
+def test_the_pins_are_the_versions_the_stack_installs() -> None:
+    """Each pinned CRD is from the release that `pulumi up` installs by default, in a `<project>-<tag>` folder."""
+    from modelplane.api.inference_gateway import MetalLB
+    from modelplane.api.serving_stack import ServingStackVersions
+    from modelplane.render.metallb import METALLB_VERSION
+
+    versions = ServingStackVersions()
+    installed = {"gateway-api": versions.gateway_api, "gateway-api-inference-extension": versions.inference_extension,
+                 "lws": versions.leader_worker_set, "ai-gateway": versions.envoy_ai_gateway,
+                 "envoy-gateway": versions.envoy_gateway, "metallb": "v" + METALLB_VERSION}
+    assert MetalLB.model_fields["version"].default == METALLB_VERSION
+    pins = fetch_crds.load_pins()
+    for pin in pins:
+        folder = pin.path.split("/")[0]
+        if folder == "traefik":  # the chart version is the stack's own (inferenceGateway.traefik.version)
+            continue
+        project, _, tag = folder.rpartition("-")
+        assert (tag, pin.tag) == (installed[project], installed[project]), pin.path
+    assert {pin.path.split("/")[0].rpartition("-")[0] for pin in pins} >= set(installed)
 
 
-def module_zip(path: Path, content: dict[str, bytes], module: str = MODULE, tag: str = TAG) -> Path:
-    """A module zip as the proxy serves it: every file under ``<module>@<tag>/``, at its repository path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(f"{module}@{tag}/go.mod", f"module {module}\n")
-        for pin in GO_PINS:
-            if pin.path in content:
-                archive.writestr(f"{module}@{tag}/{pin.repo_path}", content[pin.path])
-    return path
+def test_no_go_module_source_is_left() -> None:
+    """Upstream URL, a mirror (--from, --base-url) or the cache: the Go module proxy serves Go builds, not CRDs."""
+    script = (fetch_crds.REPO / "scripts" / "fetch_crds.py").read_text()
+    assert "proxy.golang.org" not in script and "zipfile" not in script and "GOPROXY" not in script
+    assert "go_module" not in (fetch_crds.REPO / "tests" / "upstream-crds.toml").read_text()
+    done = subprocess.run([sys.executable, str(fetch_crds.REPO / "scripts" / "fetch_crds.py"), "--source", "go"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "unrecognized arguments: --source go" in done.stderr
 
 
-def proxy_layout(root: Path, content: dict[str, bytes]) -> Path:
-    module_zip(root / "example.com" / "!org" / "crds" / "@v" / f"{TAG}.zip", content)
-    return root
+def test_the_skip_line_names_no_folder_a_user_cannot_know() -> None:
+    assert "../shared" not in kv.MISSING_CRDS and "shared/k8s-crds" not in kv.MISSING_CRDS
+    assert "scripts/fetch_crds.py" in kv.MISSING_CRDS
 
+
+# --- bounded downloads: a slow or endless server, credentials, a bad URL --------------------------
 
 @contextlib.contextmanager
-def counting_server(folder: Path) -> Iterator[tuple[str, list[str]]]:
-    """``serve``, also recording each request's path."""
-    requests: list[str] = []
+def raw_server(answer) -> Iterator[str]:
+    """A loopback server whose every connection is handed to ``answer(conn, stop)``; all stopped at exit."""
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
 
-    class Counting(http.server.SimpleHTTPRequestHandler):
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=answer, args=(conn, stop), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        listener.close()
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    conn.settimeout(5)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = conn.recv(4096)
+        if not more:
+            break
+        data += more
+    return data
+
+
+def endless(conn: socket.socket, stop: threading.Event) -> None:
+    """A body without end, as fast as the client takes it."""
+    with conn:
+        _read_request(conn)
+        try:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+            while not stop.is_set():
+                conn.sendall(b"x" * 65536)
+        except OSError:
+            pass
+
+
+def dripping(conn: socket.socket, stop: threading.Event) -> None:
+    """One byte every 50 ms: never silent long enough for a read timeout."""
+    with conn:
+        _read_request(conn)
+        try:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+            while not stop.wait(0.05):
+                conn.sendall(b"x")
+        except OSError:
+            pass
+
+
+def test_an_endless_body_stops_at_the_size_cap_and_leaves_nothing(cache: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(fetch_crds, "MAX_BYTES", 1 << 20)
+    with raw_server(endless) as url:
+        started = time.monotonic()
+        assert fetch_crds.main(["--base-url", url]) == 1
+        assert time.monotonic() - started < 20
+    err = capsys.readouterr().err
+    assert f"more than the {1 << 20}-byte limit; not kept" in err
+    assert not cache.exists() or files_under(cache) == set()  # no partial file either
+
+
+def test_a_dripping_server_is_cut_at_the_deadline(cache: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(fetch_crds, "DEADLINE_SECONDS", 1)
+    with raw_server(dripping) as url:
+        started = time.monotonic()
+        assert fetch_crds.main(["--base-url", url]) == 1
+        took = time.monotonic() - started
+    assert took < 10, took  # two files, one second each, not 1,000,000 x 50 ms
+    err = capsys.readouterr().err
+    assert err.count("not complete within 1 s; not kept") == 2
+    assert not cache.exists() or files_under(cache) == set()
+
+
+def test_an_announced_oversize_body_is_refused_before_reading(cache: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(fetch_crds, "MAX_BYTES", 1000)
+    with raw_server(dripping) as url:  # announces 1,000,000 bytes
+        started = time.monotonic()
+        assert fetch_crds.main(["--base-url", url]) == 1
+        assert time.monotonic() - started < 5
+    assert "1000000 bytes announced, more than the 1000-byte limit" in capsys.readouterr().err
+
+
+def test_credentials_in_the_base_url_are_sent_but_never_printed(cache: Path, tmp_path: Path, capfd) -> None:
+    folder = upstream_layout(tmp_path / "upstream", CONTENT)
+    expected = "Basic " + base64.b64encode(b"robot:s3cr%t-token").decode()
+    seen: list[str | None] = []
+
+    class NeedsAuth(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
 
         def do_GET(self) -> None:
-            requests.append(self.path)
+            seen.append(self.headers.get("Authorization"))
+            if self.headers.get("Authorization") != expected:
+                self.send_error(401)
+                return
             super().do_GET()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Counting, directory=str(folder)))
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(NeedsAuth, directory=str(folder)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", requests
+        port = server.server_address[1]
+        assert fetch_crds.main(["--base-url", f"http://robot:s3cr%25t-token@127.0.0.1:{port}/"]) == 0
+        assert seen == [expected, expected] and files_under(cache) == set(CONTENT)
+        shutil.rmtree(cache)
+        assert fetch_crds.main(["--base-url", f"http://robot:wrong-token@127.0.0.1:{port}"]) == 1
     finally:
         server.shutdown()
         server.server_close()
+    out, err = capfd.readouterr()
+    assert "s3cr" not in out + err and "wrong-token" not in out + err
+    assert f"http://robot:***@127.0.0.1:{port}/org/repo/" in err and "HTTP 401" in err
+    # unreachable, with a password: the one "cannot download" line hides it too
+    assert fetch_crds.main(["--base-url", closed_port_url().replace("//", "//robot:hunter2@")]) == 1
+    out, err = capfd.readouterr()
+    assert "hunter2" not in out + err and "robot:***@" in err
 
 
-@pytest.fixture
-def go_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The user cache, with the pins that have a go_module, and no trace left in the temporary folder."""
-    monkeypatch.setattr(fetch_crds, "load_pins", lambda: GO_PINS)
-    monkeypatch.setenv("MODELPLANE_CRD_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomodcache"))
-    monkeypatch.setenv("GOPROXY", "off")
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    yield tmp_path / "cache"
-    assert list((tmp_path / "tmp").iterdir()) == [], "the downloaded module zips must be removed"
-    assert not list((tmp_path / "cache").rglob(".*.part")), "no partial file may be left behind"
+@pytest.mark.parametrize("url, why", [
+    ("http://[::1/", "not a valid URL (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:99999", "not a valid URL (Port out of range 0-65535)"),
+    ("ftp://mirror.example", "not an http:// or https:// URL with a host"),
+    ("mirror.example/crds", "not an http:// or https:// URL with a host"),
+    ("https://user:pa55@[::1", "not a valid URL (Invalid IPv6 URL)"),
+])
+def test_a_bad_base_url_is_a_clear_error(url: str, why: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(fetch_crds.REPO / "scripts" / "fetch_crds.py"), "--base-url", url],
+                          env={**os.environ, "MODELPLANE_CRD_CACHE": str(tmp_path / "cache")},
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines()[-1] == f"fetch_crds.py: error: --base-url: {why}"
+    assert "Traceback" not in done.stderr and "pa55" not in done.stderr
+    assert not (tmp_path / "cache").exists()
 
 
-def test_without_github_the_files_come_out_of_the_module_zip_downloaded_once(go_cache: Path, tmp_path: Path, capsys) -> None:
-    with counting_server(proxy_layout(tmp_path / "proxy", CONTENT)) as (proxy, requests):
-        github = closed_port_url()
-        assert fetch_crds.main(["--base-url", github, "--go-proxy", proxy]) == 0
-    assert requests == [f"/example.com/!org/crds/@v/{TAG}.zip"]  # one download for both files
-    assert all((go_cache / path).read_bytes() == data for path, data in CONTENT.items())
-    out, err = capsys.readouterr()
-    assert out.splitlines() == [
-        f"fetched  {pin.path} ({TAG}) from the Go module proxy ({MODULE}@{TAG})" for pin in GO_PINS
-    ] + [f"2 pinned CRD files in {go_cache}: 2 fetched"]
-    [note] = err.splitlines()  # GitHub's being unreachable is said once, as a note: nothing failed
-    assert note.startswith(f"note     {PINS[0].path}: cannot download {github}/") and "using the other sources" in note
-
-
-def test_a_module_zip_with_other_bytes_is_refused_and_leaves_nothing_behind(go_cache: Path, tmp_path: Path, capsys) -> None:
-    tampered = {**CONTENT, PINS[1].path: b"kind: Evil\n"}
-    with counting_server(proxy_layout(tmp_path / "proxy", tampered)) as (proxy, _):
-        assert fetch_crds.main(["--source", "go", "--go-proxy", proxy]) == 1
-    assert files_under(go_cache) == {PINS[0].path}
-    err = capsys.readouterr().err
-    got = hashlib.sha256(b"kind: Evil\n").hexdigest()
-    member = f"{MODULE}@{TAG}/{GO_PINS[1].repo_path}"
-    assert f"FAILED   {PINS[1].path}: {proxy}/example.com/!org/crds/@v/{TAG}.zip: {member}: SHA-256 mismatch: " \
-           f"expected {PINS[1].sha256}, got {got}; not kept" in err
-
-
-def test_a_module_version_the_proxy_lacks_is_asked_for_once(go_cache: Path, tmp_path: Path, capsys) -> None:
-    (tmp_path / "proxy").mkdir()
-    with counting_server(tmp_path / "proxy") as (proxy, requests):
-        assert fetch_crds.main(["--source", "go", "--go-proxy", proxy]) == 1
-    assert len(requests) == 1
-    err = capsys.readouterr().err.splitlines()
-    assert [line.split(":")[0] for line in err[:2]] == [f"FAILED   {pin.path}" for pin in GO_PINS]
-    assert all("HTTP 404" in line for line in err[:2])
-
-
-def test_a_zip_without_the_file_names_the_missing_member(go_cache: Path, tmp_path: Path, capsys) -> None:
-    with counting_server(proxy_layout(tmp_path / "proxy", {PINS[0].path: CONTENT[PINS[0].path]})) as (proxy, _):
-        assert fetch_crds.main(["--source", "go", "--go-proxy", proxy]) == 1
-    assert f"the module zip has no {MODULE}@{TAG}/{GO_PINS[1].repo_path}" in capsys.readouterr().err
-    assert files_under(go_cache) == {PINS[0].path}
-
-
-def test_the_local_go_module_cache_is_used_without_any_download(go_cache: Path, tmp_path: Path, capsys) -> None:
-    module_zip(tmp_path / "gomodcache" / "cache" / "download" / "example.com" / "!org" / "crds" / "@v" / f"{TAG}.zip", CONTENT)
-    assert fetch_crds.main(["--base-url", closed_port_url(), "--go-proxy", closed_port_url()]) == 0
-    out, err = capsys.readouterr()
-    assert f"copied   {PINS[0].path} ({TAG}) from the Go module cache ({MODULE}@{TAG})" in out.splitlines()
-    assert err == ""  # nothing else was even tried
-    assert files_under(go_cache) == set(CONTENT)
-    (go_cache / PINS[0].path).unlink()
-    assert fetch_crds.main(["--offline"]) == 0  # the module cache is local: allowed offline
-
-
-def test_explicit_sources(go_cache: Path, tmp_path: Path, upstream: str, capsys) -> None:
-    with counting_server(proxy_layout(tmp_path / "proxy", CONTENT)) as (proxy, requests):
-        assert fetch_crds.main(["--source", "github", "--base-url", upstream, "--go-proxy", proxy]) == 0
-        assert requests == [] and "Go module" not in capsys.readouterr().out
-        shutil.rmtree(go_cache)
-        assert fetch_crds.main(["--source", "go", "--base-url", upstream, "--go-proxy", proxy]) == 0
-        assert len(requests) == 1 and "from the Go module proxy" in capsys.readouterr().out
-        shutil.rmtree(go_cache)
-        assert fetch_crds.main(["--base-url", upstream, "--go-proxy", proxy]) == 0  # auto: GitHub first
-        assert len(requests) == 1 and "Go module" not in capsys.readouterr().out
-        shutil.rmtree(go_cache)
-        assert fetch_crds.main(["--base-url", upstream, "--go-proxy", proxy, "--offline"]) == 1
-        assert len(requests) == 1 and (not go_cache.exists() or files_under(go_cache) == set())
-
-
-def test_go_names_and_places() -> None:
-    assert fetch_crds.go_escape("github.com/BurntSushi/toml") == "github.com/!burnt!sushi/toml"
-    assert fetch_crds.go_proxy_url({}) == "https://proxy.golang.org"
-    assert fetch_crds.go_proxy_url({"GOPROXY": "https://goproxy.internal/,direct"}) == "https://goproxy.internal"
-    assert fetch_crds.go_proxy_url({"GOPROXY": "direct|file:///srv/mods"}) == "file:///srv/mods"
-    assert fetch_crds.go_proxy_url({"GOPROXY": "off"}) is None
-    assert fetch_crds.go_mod_cache({"GOMODCACHE": "/m"}) == Path("/m")
-    assert fetch_crds.go_mod_cache({"GOPATH": f"/g{os.pathsep}/h"}) == Path("/g/pkg/mod")
-    assert GO_PINS[0].repo_path == f"config/{Path(PINS[0].path).name}"
-    real = {pin.path: pin for pin in fetch_crds.load_pins()}["envoy-gateway/gateway.envoyproxy.io_backends.yaml"]
-    assert (real.go_module, real.tag) == ("github.com/envoyproxy/gateway", "v1.8.1")
-    assert real.repo_path == "charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backends.yaml"
-
-
-def test_a_file_go_proxy_works(go_cache: Path, tmp_path: Path) -> None:
-    """GOPROXY=file:///... (a folder in the proxy layout) is a proxy too."""
-    proxy = proxy_layout(tmp_path / "proxy", CONTENT)
-    assert fetch_crds.main(["--source", "go", "--go-proxy", proxy.as_uri()]) == 0
-    assert files_under(go_cache) == set(CONTENT)
+def test_ci_runs_the_readme_test_command_as_a_users_shell_and_fails_when_pytest_does(tmp_path: Path) -> None:
+    """.ci/run on a stand-in toolchain: pytest sees no PYTHONDONTWRITEBYTECODE/PYTHONUNBUFFERED, its failure fails CI."""
+    clone = tmp_path / "clone"
+    (clone / ".ci").mkdir(parents=True)
+    shutil.copy(fetch_crds.REPO / ".ci" / "run", clone / ".ci" / "run")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "log"
+    stub = ("#!/bin/sh\n"
+            f'echo "$(basename "$0") $* B=${{PYTHONDONTWRITEBYTECODE-unset}} U=${{PYTHONUNBUFFERED-unset}}" >> {log}\n'
+            'case "$*" in *"-m pytest"*) exit "${PYTEST_EXIT:-0}";; esac\n')
+    fake_python3 = ("#!/bin/sh\n"  # `python3 -m venv venv`: a venv of stubs
+                    'mkdir -p venv/bin\n'
+                    f'for tool in pip modelplane python; do printf \'%s\' \'{stub}\' > venv/bin/$tool; '
+                    'chmod +x venv/bin/$tool; done\n')
+    (bin_dir / "python3").write_text(fake_python3)
+    (bin_dir / "python3").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONUNBUFFERED": "1"}
+    for pytest_exit, ci_exit in ((0, 0), (1, 1), (5, 5)):
+        log.write_text("")
+        done = subprocess.run(["bash", str(clone / ".ci" / "run")], env={**env, "PYTEST_EXIT": str(pytest_exit)},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == ci_exit, done.stderr
+        [pytest_line] = [line for line in log.read_text().splitlines() if "-m pytest" in line]
+        assert pytest_line == "python -m pytest B=unset U=unset"
+        [fetch_line] = [line for line in log.read_text().splitlines() if "fetch_crds.py" in line]
+        assert fetch_line.startswith("python scripts/fetch_crds.py") and "--from" not in fetch_line  # no mirror beside
 
 
 def test_ci_fills_the_cache_before_the_readme_test_command() -> None:
-    """.ci/run fetches (../shared/k8s-crds as a mirror) before the tests, and a failure cannot hide their results."""
+    """.ci/run fetches (a mirror beside the clone, if any) before the tests, and a failure cannot hide their results."""
     lines = (fetch_crds.REPO / ".ci" / "run").read_text().splitlines()
     assert "set -euo pipefail" in lines
-    tests = lines.index("venv/bin/pip install -r requirements-test.txt && venv/bin/python -m pytest")
+    tests = lines.index("venv/bin/pip install -r requirements-test.txt && "
+                        "env -u PYTHONDONTWRITEBYTECODE -u PYTHONUNBUFFERED venv/bin/python -m pytest")
     [fetch] = [i for i, line in enumerate(lines) if line.startswith("venv/bin/python scripts/fetch_crds.py")]
     assert fetch < tests and lines[fetch].endswith("|| crds=$?")  # recorded, reported after the tests
-    assert any("--from ../shared/k8s-crds" in line for line in lines[:fetch])
+    assert any("if [[ -d ../shared/k8s-crds ]]; then crd_mirror=(--from ../shared/k8s-crds); fi" == line
+               for line in lines[:fetch])  # only when it is there
     assert any('exit "$crds"' in line for line in lines[tests:])

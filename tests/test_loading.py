@@ -27,12 +27,12 @@ def test_a_valid_fleet_loads_with_namespaced_identity():
 
 def test_every_bad_entity_is_reported_not_only_the_first():
     config = fleet_config()
-    config["modelDeployments"]["ml-team"]["second"] = deployment(replicas=0)
+    config["modelDeployments"]["ml-team"]["second"] = deployment(replicas=-1)
     config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = 11
     config["inferenceClusters"]["gpu-eu-west"]["nodePools"][0]["className"] = "synthetic-gpus"
     found = issues_of(config)
     assert "modelplane:modelDeployments.ml-team.mock-demo.replicas: must be at most 10 (got 11)" in found
-    assert "modelplane:modelDeployments.ml-team.second.replicas: must be at least 1 (got 0)" in found
+    assert "modelplane:modelDeployments.ml-team.second.replicas: must be at least 0 (got -1)" in found
     assert any(f.startswith("modelplane:inferenceClusters.gpu-eu-west.nodePools[0].className: InferenceClass "
                             "'synthetic-gpus' is not defined") and "did you mean 'synthetic-gpu'?" in f for f in found)
     assert len(found) == 3

@@ -28,7 +28,7 @@ def test_program_reads_the_same_fleet_as_the_cli(repo, stack):
 
 def test_invalid_config_fails_before_any_resource(mocks):
     config = fleet_config()
-    config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = 0
+    config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = -1
     set_stack_config(config)
     with pytest.raises(pulumi.RunError, match="1 error in the modelplane stack config"):
         program.run()

@@ -22,10 +22,16 @@ from modelplane.render import output
 CLUSTERS = ["control", "gpu-eu-west", "gpu-us-east"]  # the demo stack's front door and workload clusters
 
 
+# A user's shell (no PYTHONDONTWRITEBYTECODE), and `python -P -m modelplane` with the checkout on PYTHONPATH: the
+# checkout's code runs whatever the working directory holds (plain `-m` would import a ./modelplane folder first).
+USER_ENV = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")},
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
 def render(repo, out, *args, config=None, cwd=None) -> subprocess.CompletedProcess:
     source = ["--config", config] if config else ["--stack", "demo"]
-    return subprocess.run([sys.executable, "-m", "modelplane", "render", *map(str, source), "--out", str(out), *args],
-                          cwd=cwd or repo, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-P", "-m", "modelplane", "render", *map(str, source), "--out", str(out),
+                           *args], cwd=cwd or repo, capture_output=True, text=True, timeout=120, env=USER_ENV)
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -74,6 +80,19 @@ def test_render_out_dot_never_deletes_a_package_named_like_the_front_door(repo, 
     assert_refused(result, Path("modelplane"), "exists and was not written by modelplane render "
                                                "(it has no .modelplane-render)")
     assert tree(project) == before and sorted(os.listdir(project)) == ["modelplane"]
+
+
+def test_a_modelplane_folder_in_the_working_directory_is_not_run_nor_touched(repo, tmp_path):
+    """`python -P -m modelplane` (docs/config.md) runs the installed command, not ./modelplane, and writes nothing there."""
+    decoy = tmp_path / "modelplane"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise SystemExit('the decoy ran')\n")
+    (decoy / "__main__.py").write_text("raise SystemExit('the decoy ran')\n")
+    done = subprocess.run([sys.executable, "-P", "-m", "modelplane", "--version"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env=USER_ENV)
+    assert (done.returncode, done.stderr) == (0, "") and done.stdout.startswith("modelplane ")
+    assert sorted(os.listdir(decoy)) == ["__init__.py", "__main__.py"]  # no __pycache__ beside it
+    assert "`python -P -m modelplane` is the same" in " ".join((repo / "docs" / "config.md").read_text().split())
 
 
 def test_render_out_refuses_a_regular_file(repo, tmp_path):

@@ -129,10 +129,8 @@ ERRORS = [
     (["scale", "ml-tem/mock-demo", "--replicas", "1"],
      "  modelplane:modelDeployments.ml-tem: no ModelDeployments in namespace ml-tem; did you mean ml-team? "
      "(namespaces: ml-team)  [{file}:46]"),
-    (["scale", "ml-team/mock-demo", "--replicas", "0"],
-     "  modelplane:modelDeployments.ml-team.mock-demo.replicas: must be at least 1 (got 0)  [{file}:48]"),
-    (["scale", "ml-team/mock-demo", "--replicas", "-3"],
-     "  modelplane:modelDeployments.ml-team.mock-demo.replicas: must be at least 1 (got -3)  [{file}:48]"),
+    (["scale", "ml-team/mock-demo", "--replicas", "-3"],  # 0 is allowed: it parks the model
+     "  modelplane:modelDeployments.ml-team.mock-demo.replicas: must be at least 0 (got -3)  [{file}:48]"),
     (["scale", "ml-team/mock-demo", "--replicas", "11"],
      "  modelplane:modelDeployments.ml-team.mock-demo.replicas: must be at most 10 (got 11)  [{file}:48]"),
     (["drain", "gpu-eu-wst"],
@@ -175,7 +173,7 @@ def test_bad_arguments_exit_2_and_leave_the_file_alone(repo, tmp_path, args, mes
 
 def test_an_invalid_edit_says_nothing_was_written(repo, tmp_path):
     path = copy_stack(repo, tmp_path, "demo")
-    result = modelplane(repo, "scale", "ml-team/mock-demo", "--replicas", "0", "--config", path)
+    result = modelplane(repo, "scale", "ml-team/mock-demo", "--replicas", "-1", "--config", path)
     assert result.stderr.splitlines()[-1] == (f"nothing written: the edit would make the stack invalid; "
                                               f"{path} is unchanged")
 

@@ -256,7 +256,7 @@ MAX_DEPLOYMENT_NAME = 53
 
 
 class ModelDeployment(ApiModel):
-    replicas: int = Field(ge=1, le=10)
+    replicas: int = Field(ge=0, le=10)  # 0 parks the model: its config stays, no replica runs
     template: DeploymentTemplate
 
     @property

@@ -56,6 +56,7 @@ class StackFile:
     config: dict[str, Any]  # `modelplane:` keys, prefix removed
     lines: dict[tuple[PathPart, ...], int] = field(default_factory=dict)
     issues: tuple[ConfigIssue, ...] = ()  # problems YAML itself would hide (duplicate keys)
+    environments: tuple[str, ...] = ()  # Pulumi ESC environments the file imports (`environment:`): not read here
 
     def line_of(self, path: tuple[PathPart, ...]) -> int | None:
         """Line of the deepest existing value on `path` (a missing field points at its parent).
@@ -104,7 +105,17 @@ def read_stack_file(path: Path) -> StackFile:
     for loc, line in lines.items():
         if len(loc) >= 2 and loc[0] == "config" and isinstance(loc[1], str) and loc[1].startswith(prefix):
             config_lines[(loc[1][len(prefix):],) + loc[2:]] = line
-    return StackFile(path, config, config_lines, tuple(issues))
+    return StackFile(path, config, config_lines, tuple(issues), _environments(document.get("environment")))
+
+
+def _environments(value: Any) -> tuple[str, ...]:
+    """The names under a stack file's `environment:` (a list, or `imports:` in the long form)."""
+    if isinstance(value, dict):
+        value = value.get("imports")
+    if value is None or value == []:
+        return ()
+    names = value if isinstance(value, list) else [value]
+    return tuple(name if isinstance(name, str) else shown(name) for name in names) or ("environment:",)
 
 
 def _not_a_stack(path: Path, why: str) -> StackFileError:

@@ -1,12 +1,12 @@
 """The CEL parser for device selectors, and a parse-only check so a syntax error fails validation.
 
-cel-python's lark grammar, extended with the optional syntax Kubernetes enables (`x.?field`,
+cel-python's lark grammar (cel.lark beside this file: vendored byte for byte from cel-python 0.5.0,
+Copyright 2020 Capital One Services, LLC, Apache-2.0, license in cel.lark.LICENSE), extended with the optional syntax Kubernetes enables (`x.?field`,
 `m[?key]`) and that its own error hints recommend. Full compilation (functions, fields, types,
 cost) is `modelplane.cel.selectors`, which parses with `parse_cel` from here (through `tree`).
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 from functools import lru_cache
@@ -29,10 +29,7 @@ class CelSyntaxError(Exception):
 
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
-    # cel-python's grammar file, found without importing celpy (its import is slow and unused here).
-    spec = importlib.util.find_spec("celpy")
-    assert spec is not None and spec.origin is not None, "cel-python is not installed"
-    grammar = (Path(spec.origin).parent / "cel.lark").read_text()
+    grammar = (Path(__file__).parent / "cel.lark").read_text(encoding="utf-8")  # cel-python's, vendored
     member_rule = re.search(r"^member\s*:.*$", grammar, re.M)
     if member_rule is None:  # pragma: no cover - a cel-python upgrade changed the grammar
         raise RuntimeError("cel-python's grammar has no 'member' rule; update modelplane.cel.syntax")

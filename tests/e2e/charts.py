@@ -41,14 +41,14 @@ REPO = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO / "tests" / "upstream-crds.toml"
 
 # The pinned CRD files (paths under the CRD folder) each stand-in installs.
-GATEWAY_API = ("gateway-api/gateway.networking.k8s.io_gatewayclasses.yaml",
-               "gateway-api/gateway.networking.k8s.io_gateways.yaml",
-               "gateway-api/gateway.networking.k8s.io_httproutes.yaml")
-ENVOY_GATEWAY = tuple(f"envoy-gateway/gateway.envoyproxy.io_{kinds}.yaml" for kinds in (
+GATEWAY_API = ("gateway-api-v1.5.1/gateway.networking.k8s.io_gatewayclasses.yaml",
+               "gateway-api-v1.5.1/gateway.networking.k8s.io_gateways.yaml",
+               "gateway-api-v1.5.1/gateway.networking.k8s.io_httproutes.yaml")
+ENVOY_GATEWAY = tuple(f"envoy-gateway-v1.8.1/gateway.envoyproxy.io_{kinds}.yaml" for kinds in (
     "envoyproxies", "backends", "backendtrafficpolicies", "clienttrafficpolicies", "envoyextensionpolicies",
     "httproutefilters", "envoypatchpolicies"))
-INFERENCE_EXTENSION = ("gateway-api-inference-extension/inference.networking.k8s.io_inferencepools.yaml",
-                       "gateway-api-inference-extension/inference.networking.x-k8s.io_inferenceobjectives.yaml")
+INFERENCE_EXTENSION = ("gateway-api-inference-extension-v1.0.1/inference.networking.k8s.io_inferencepools.yaml",
+                       "gateway-api-inference-extension-v1.0.1/inference.networking.x-k8s.io_inferenceobjectives.yaml")
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ CHARTS: dict[str, ChartPlan] = {
         "ClientTrafficPolicy, EnvoyExtensionPolicy, HTTPRouteFilter at v1.8.1): nothing programs a Gateway, sets its "
         "address or probes a backend, and the values (extension manager hooks, Backend API) are ignored. What Envoy "
         "Gateway makes of the front door's objects is checked by its own translator (egctl) instead.")),
-    "ai-gateway-crds-helm": ChartPlan(crds=("ai-gateway/aigateway.envoyproxy.io_aigatewayroutes.yaml",),
+    "ai-gateway-crds-helm": ChartPlan(crds=("ai-gateway-v0.7.0/aigateway.envoyproxy.io_aigatewayroutes.yaml",),
                                       crds_as_templates=True, not_covered=(
         "Only the AIGatewayRoute CRD (pinned v1.1.0), not AIServiceBackend, BackendSecurityPolicy and the rest; "
         "the program creates none of these kinds.")),
@@ -85,7 +85,7 @@ CHARTS: dict[str, ChartPlan] = {
     "kube-prometheus-stack": ChartPlan(not_covered=(
         "No Prometheus operator, Prometheus or its CRDs (ServiceMonitor, PodMonitor, ...): nothing scrapes, and "
         "the scrape values are ignored.")),
-    "lws": ChartPlan(crds=("lws/leaderworkerset.x-k8s.io_leaderworkersets.yaml",), not_covered=(
+    "lws": ChartPlan(crds=("lws-v0.8.0/leaderworkerset.x-k8s.io_leaderworkersets.yaml",), not_covered=(
         "No LeaderWorkerSet controller or webhook (CRD pinned v0.10.0): a LeaderWorkerSet gets no pods and no "
         "Available condition unless the harness writes them.")),
     "node-feature-discovery": ChartPlan(not_covered=(
@@ -99,7 +99,7 @@ CHARTS: dict[str, ChartPlan] = {
         "Only the GPU and MIG DeviceClasses (selectors as upstream: they need the device attribute "
         "type == 'gpu'/'mig', which the real kubelet plugin publishes): no controller, kubelet plugin, webhook "
         "or ComputeDomain CRD.")),
-    "metallb": ChartPlan(crds=("metallb/metallb.io_ipaddresspools.yaml", "metallb/metallb.io_l2advertisements.yaml"),
+    "metallb": ChartPlan(crds=("metallb-v0.14.9/metallb.io_ipaddresspools.yaml", "metallb-v0.14.9/metallb.io_l2advertisements.yaml"),
                          crds_as_templates=True, not_covered=(
         "No controller or speaker: nothing hands out LoadBalancer addresses from the IPAddressPool (the harness "
         "must), and of its CRDs only IPAddressPool and L2Advertisement (pinned v0.16.1, no BGP kinds).")),

@@ -35,9 +35,9 @@ from .status_checks import status_matches_the_fleet, status_reports_a_stopped_cl
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = Path(__file__).with_name("Pulumi.e2e.yaml")
-GATEWAY_API_CRDS = ("gateway-api/gateway.networking.k8s.io_gatewayclasses.yaml",
-                    "gateway-api/gateway.networking.k8s.io_gateways.yaml",
-                    "gateway-api/gateway.networking.k8s.io_httproutes.yaml")
+GATEWAY_API_CRDS = ("gateway-api-v1.5.1/gateway.networking.k8s.io_gatewayclasses.yaml",
+                    "gateway-api-v1.5.1/gateway.networking.k8s.io_gateways.yaml",
+                    "gateway-api-v1.5.1/gateway.networking.k8s.io_httproutes.yaml")
 DEPLOYMENT = "ml-team/mock-demo"
 # docs/runbook.md, "A cluster that is gone for good", step 2 (tests/test_e2e_runbook_unit.py keeps them equal)
 RUNBOOK_FORGET_RELEASES = (

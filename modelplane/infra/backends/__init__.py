@@ -36,5 +36,6 @@ def _backend(source: str):
             raise
         raise ModuleNotFoundError(
             f"a cluster with source {source} needs the {error.name} package, which is not installed: "
-            f"pip install 'modelplane[{_EXTRAS[source]}]' (or -r requirements.txt, every cloud)",
+            f"from the modelplane checkout, venv/bin/pip install '.[{_EXTRAS[source]}]' (or -r requirements.txt, every "
+            "cloud)",
             name=error.name) from None

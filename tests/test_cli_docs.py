@@ -1,0 +1,149 @@
+"""The docs' examples of the command line habits, checked against what the command really prints."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")},
+       "PYTHONPATH": str(REPO)}
+
+
+def modelplane(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-P", "-m", "modelplane", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**ENV, **(env or {})})
+
+
+def blocks(text: str) -> list[list[str]]:
+    """The fenced code blocks of a markdown text, as lists of lines (with their newlines)."""
+    found, current = [], None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            if current is None:
+                current = []
+            else:
+                found.append(current)
+                current = None
+        elif current is not None:
+            current.append(line)
+    return found
+
+
+def doc_block(doc: str, command: str) -> tuple[str, str]:
+    """The line `$ <command>...` in a code block of `doc` (without the `$ `), and the lines after it up to the next `$`.
+
+    A `command` that is not a command line (a warning) is matched as the line itself, and returned as the shown text.
+    """
+    for lines in blocks((REPO / doc).read_text()):
+        for i, line in enumerate(lines):
+            if command.startswith("warning:") and line.startswith(command):
+                return "", line
+            if line.startswith(f"$ {command}"):
+                rest = []
+                for following in lines[i + 1:]:
+                    if following.startswith("$ "):
+                        break
+                    rest.append(following)
+                return line[2:].split("  #")[0].rstrip(), "".join(rest)
+    raise AssertionError(f"{doc} has no example of {command}")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the project's Pulumi.yaml and demo stack: edits never touch the checkout."""
+    (tmp_path / "stacks").mkdir()
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path)
+    shutil.copy(REPO / "stacks" / "Pulumi.demo.yaml", tmp_path / "stacks")
+    return tmp_path
+
+
+def test_runbook_dry_run_example_is_the_real_output(project: Path) -> None:
+    line, shown = doc_block("docs/runbook.md", "venv/bin/modelplane scale ml-team/mock-demo --replicas 0")
+    before = (project / "stacks" / "Pulumi.demo.yaml").read_bytes()
+    result = modelplane(*line.split()[1:], cwd=project)
+    assert (result.returncode, result.stderr, result.stdout) == (0, "", shown)
+    assert (project / "stacks" / "Pulumi.demo.yaml").read_bytes() == before
+
+
+def test_placement_exit_code_table_is_what_plan_detailed_exitcode_does(project: Path) -> None:
+    text = (REPO / "docs" / "placement.md").read_text()
+    table = dict(re.findall(r"^\| (\d) \| (.+) \|$", text, re.M))
+    assert set(table) == {"0", "2", "3"}
+    stack = project / "stacks" / "Pulumi.demo.yaml"
+    original = stack.read_text()
+    cases = {"0": original, "3": original.replace("        replicas: 2", "        replicas: 3"),
+             "2": original.replace("        replicas: 2", "        replicas: 12")}
+    for code, content in cases.items():
+        stack.write_text(content)
+        assert modelplane("plan", "-s", "demo", "--detailed-exitcode", cwd=project).returncode == int(code), table[code]
+
+
+def test_config_which_stack_example_is_the_real_error(project: Path, tmp_path: Path) -> None:
+    line, shown = doc_block("docs/config.md", "venv/bin/modelplane plan\n")
+    result = modelplane("plan", cwd=project, env={"HOME": "/home/me", "PULUMI_HOME": "", "PWD": str(project)})
+    assert (result.returncode, result.stdout) == (2, "")
+    real = re.sub(r"modelplane-[0-9a-f]{40}-workspace", "modelplane-<sha1>-workspace", result.stderr)
+    assert real == shown
+
+
+def test_config_esc_example_is_the_real_warning(project: Path) -> None:
+    _, shown = doc_block("docs/config.md", "warning: stacks/Pulumi.prod.yaml imports")  # no $: the line itself
+    prod = project / "stacks" / "Pulumi.prod.yaml"
+    prod.write_text("environment: [my-org/prod]\n" + (project / "stacks" / "Pulumi.demo.yaml").read_text())
+    result = modelplane("validate", "-s", "prod", cwd=project)
+    assert (result.returncode, result.stderr) == (0, shown)
+
+
+def test_mock_engine_docs_start_line_is_the_real_one() -> None:
+    line, shown = doc_block("docs/mock-engine.md", "HOSTNAME=laptop venv/bin/modelplane mock-engine")
+    assert line == "HOSTNAME=laptop venv/bin/modelplane mock-engine --host 127.0.0.1 --port 8000"
+    readme_line, readme_shown = doc_block("README.md", "HOSTNAME=laptop venv/bin/modelplane mock-engine --port 8000")
+    process = subprocess.Popen([sys.executable, "-P", "-m", "modelplane", "mock-engine", "--host", "127.0.0.1",
+                                "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**ENV, "HOSTNAME": "laptop", "MODEL_NAME": "mock"}, cwd=REPO)
+    try:
+        first = process.stdout.readline()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    port = first.rsplit(":", 1)[1].split()[0]
+    assert first.replace(f":{port} ", ":8000 ") == shown
+    assert readme_line == "HOSTNAME=laptop venv/bin/modelplane mock-engine --port 8000"
+    assert readme_shown.splitlines()[0] == shown.strip().replace("127.0.0.1", "0.0.0.0")
+
+
+def test_readme_names_every_exit_code_the_cli_module_defines() -> None:
+    from modelplane import cli
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    for code in (cli.EXIT_OK, cli.EXIT_INVALID, cli.EXIT_SHORT, cli.EXIT_INTERRUPTED, cli.EXIT_BROKEN_PIPE):
+        assert f" {code} " in readme
+    assert "source <(venv/bin/modelplane completion bash)" in readme
+    assert "venv/bin/pip install -r requirements-cli.txt && venv/bin/pip install --no-deps ." in readme
+
+
+def test_rendering_kubectl_glob_selects_exactly_the_objects(tmp_path: Path) -> None:
+    """docs/rendering.md's glob: every numbered file is one Kubernetes object; the notes are left out."""
+    import glob
+
+    import yaml
+
+    text = (REPO / "docs" / "rendering.md").read_text()
+    assert "kubectl apply $(printf -- '-f %s ' manifests/gpu-eu-west/[0-9][0-9][0-9]-*.yaml)" in text
+    assert modelplane("render", "-s", "demo", "--out", str(tmp_path), cwd=REPO).returncode == 0
+    for cluster in sorted(os.listdir(tmp_path)):
+        chosen = sorted(glob.glob(str(tmp_path / cluster / "[0-9][0-9][0-9]-*.yaml")))
+        others = sorted(set(os.listdir(tmp_path / cluster)) - {Path(c).name for c in chosen})
+        assert others == [".modelplane-render", "helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"]
+        for path in chosen:
+            documents = list(yaml.safe_load_all(Path(path).read_text()))
+            assert len(documents) == 1 and {"apiVersion", "kind", "metadata"} <= set(documents[0]), path
+        for note in ("helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"):
+            assert isinstance(yaml.safe_load((tmp_path / cluster / note).read_text()), list)  # not an object
