@@ -130,14 +130,15 @@ up() {
   venv
   stack
   say "pulumi up --stack $STACK (three kind clusters, the serving stacks, the front door: about 10 minutes)"
-  pulumi up --stack "$STACK" --yes
+  # a private TMPDIR, removed afterwards: the Kubernetes provider leaves each kubeconfig there (docs/your-own-cluster.md)
+  bash scripts/private-tmpdir.sh pulumi up --stack "$STACK" --yes
   status
   curl_front_door 6
 }
 
 down() {
   stack
-  pulumi destroy --stack "$STACK" --yes
+  bash scripts/private-tmpdir.sh pulumi destroy --stack "$STACK" --yes
 }
 
 case "${1:-up}" in

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end on one machine: build the toolchain (cached), start a local fleet of real control
 # planes, run the scenario with the real Pulumi engine and provider, tear everything down.
-# Exits non-zero on any failed check; prints a summary table last. docs/e2e.md says what it proves.
+# Exits non-zero on any failed check, a process left behind or a file outside the scratch folder holding
+# one of the run's cluster tokens; prints a summary table last. docs/e2e.md says what it proves.
 #
 #   scripts/e2e.sh              the whole run
 #   scripts/e2e.sh --scale      instead of the scenario, measure preview/up/destroy on a 10 x 50 fleet
@@ -46,9 +47,12 @@ else from=(); fi
 "$VENV/bin/python" scripts/fetch_crds.py "${from[@]}" >/dev/null
 CRDS=$("$VENV/bin/python" -c 'import sys; sys.path.insert(0, "scripts"); import fetch_crds; print(fetch_crds.cache_dir())')
 
-# 4. the scenario, in a scratch folder; nothing may outlive it
+# 4. the scenario, in a scratch folder; nothing may outlive it: no process, and no file holding a fleet token
+#    (the Kubernetes provider writes each cluster's kubeconfig to its TMPDIR and never removes it; every Pulumi
+#    command of the scenario runs through scripts/private-tmpdir.sh, as users are told to: docs/your-own-cluster.md)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/modelplane-e2e.XXXXXX")
-cleanup() {
+touch "$WORK/.started"   # tests/e2e/leftovers.py reads the files written since
+stop_leftovers() {
   local left
   left=$(pgrep -f -- "$WORK" || true)
   if [[ -n $left ]]; then
@@ -56,6 +60,9 @@ cleanup() {
     kill -9 $left 2>/dev/null || true
     leftover=1
   fi
+}
+cleanup() {
+  stop_leftovers
   [[ -n ${KEEP:-} ]] && say "kept $WORK" || rm -rf "$WORK"
 }
 leftover=0
@@ -67,8 +74,11 @@ set +e
 rc=$?
 set -e
 scenario_seconds=$((SECONDS - t))
+stop_leftovers
+credentials=0
+"$VENV/bin/python" -m tests.e2e.leftovers --work "$WORK" --since "$WORK/.started" || credentials=1
 cleanup; trap - EXIT
-[[ $leftover == 0 ]] || rc=1
+[[ $leftover == 0 && $credentials == 0 ]] || rc=1
 
 printf '\n%-34s %8s\n' "PHASE" "SECONDS"
 printf '%-34s %8s\n' "toolchain (scripts/e2e-tools.sh)" "$tools_seconds" "e2e virtualenv" "$venv_seconds" \
@@ -77,4 +87,5 @@ printf 'disk: toolchain %s, Go module cache %s, Go build cache %s, e2e venv %s\n
   "$(du -sh "$BIN" | cut -f1)" "$(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1)" \
   "$(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1)" "$(du -sh "$VENV" | cut -f1)"
 [[ $leftover == 0 ]] && say "no process left behind" || say "FAILED: processes were left behind"
+[[ $credentials == 0 ]] && say "no credential left behind" || say "FAILED: files outside the scratch folder hold a fleet token (paths above)"
 exit $rc

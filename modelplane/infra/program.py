@@ -25,6 +25,7 @@ from ..scheduling import PlanResult, load_previous, schedule
 from ..views import shortfall_warning
 from .config import load_fleet_from_pulumi
 from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
+from .provider_tmpdir import warn_unless_private_temp_folder
 from .sources import check_folder_mirror
 
 
@@ -121,6 +122,7 @@ def run() -> Program:
     collect_only_young_garbage()
     fleet = load_or_fail()
     check_folder_mirror(fleet)  # every mirrored file present and as pinned, before anything is registered
+    warn_unless_private_temp_folder()  # the Kubernetes provider leaves each kubeconfig in the engine's TMPDIR
     result = previous_placement().apply(lambda previous: plan(fleet, previous))
     infrastructure = build_infrastructure(fleet)
     placement = result.apply(lambda r: build_placement(fleet, r, infrastructure))

@@ -5,12 +5,17 @@ refresh run the project's program through the Automation API in a fresh process 
 (`tests/e2e/engine.py` says why). State lives in a file backend, secrets are encrypted with a
 passphrase, and no plugin is ever downloaded: the provider comes from `scripts/e2e-tools.sh`,
 found on PATH.
+
+Every command runs as users are told to run Pulumi: through `scripts/private-tmpdir.sh`, so the
+engine and the provider get a private TMPDIR that is removed when the command ends (the provider
+leaves each cluster's kubeconfig there; docs/your-own-cluster.md, "Credentials on disk").
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -20,6 +25,7 @@ from pathlib import Path
 import yaml
 
 PASSPHRASE = "modelplane-e2e-passphrase"
+STOP_GRACE = 15.0  # seconds between SIGTERM and SIGKILL for a command that timed out
 STACK = "e2e"
 
 
@@ -52,6 +58,13 @@ class Run:
     def tail(self, lines: int = 25) -> str:
         text = (self.stdout + "\n" + self.stderr).strip().splitlines()
         return "\n".join(text[-lines:])
+
+
+def _signal_group(group: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        pass  # every process of the group has ended
 
 
 class MemorySampler(threading.Thread):
@@ -155,15 +168,22 @@ class PulumiProject:
     def _spawn(self, command: list[str], cwd: Path, timeout: float, stdin: str | None,
                env: dict[str, str] | None = None) -> Run:
         start = time.monotonic()
-        process = subprocess.Popen(command, cwd=cwd, env={**self.env, **(env or {})}, text=True, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, stdin=subprocess.PIPE if stdin is not None else None)
+        wrapped = ["bash", str(self.repo / "scripts" / "private-tmpdir.sh"), *command]
+        # its own process group: a timed-out command is stopped as a whole, so the wrapper still removes its folder
+        process = subprocess.Popen(wrapped, cwd=cwd, env={**self.env, **(env or {})}, text=True, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, stdin=subprocess.PIPE if stdin is not None else None,
+                                   start_new_session=True)
         sampler = MemorySampler(process.pid)
         sampler.start()
         try:
             stdout, stderr = process.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
-            stdout, stderr = process.communicate()
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                stdout, stderr = process.communicate(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                _signal_group(process.pid, signal.SIGKILL)
+                stdout, stderr = process.communicate()
             stderr += f"\n(timed out after {timeout:.0f} s)"
         sampler.done.set()
         sampler.join()

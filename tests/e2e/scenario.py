@@ -244,6 +244,11 @@ class Scenario:
         run = self.engine("pulumi up (create)", "up")
         ok = self.report.check("up succeeds", run.result.get("ok"), _engine_error(run))
         self.objects_match(rendered, "every rendered object exists in its cluster after up")
+        # every engine command runs through scripts/private-tmpdir.sh, as users are told to; the program agrees
+        warned = [e["message"] for e in run.result.get("events", [])
+                  if e["kind"] == "diagnostic" and "scripts/private-tmpdir.sh" in e.get("message", "")]
+        self.report.check("up runs with a private TMPDIR for the provider's kubeconfig files (no warning)", not warned,
+                          _short(warned[0]) if warned else "TMPDIR is the wrapper's private folder")
         return ok
 
     def objects_match(self, rendered: Rendered, name: str) -> bool:

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Run a command, normally the Pulumi CLI, with TMPDIR set to a fresh folder only this user can open,
+# and remove that folder, with everything in it, when the command ends (also on Ctrl-C and SIGTERM).
+#
+#   scripts/private-tmpdir.sh pulumi up --stack prod
+#   scripts/private-tmpdir.sh pulumi preview
+#
+# Why: the pulumi-kubernetes provider writes each cluster's kubeconfig, token or client key
+# included, to $TMPDIR/kubeconfig<digits> every time it starts, and never removes it (for Helm;
+# docs/your-own-cluster.md, "Credentials on disk"). The engine starts the provider with its own
+# environment, which a Pulumi program cannot change, so the folder is set here, for the engine.
+# The folder is made in $TMPDIR (or /tmp); a CI job points TMPDIR at its own temporary folder.
+# MODELPLANE_PRIVATE_TMPDIR names the folder, so the program knows the run is covered.
+set -euo pipefail
+if [[ $# -eq 0 ]]; then
+  echo "usage: scripts/private-tmpdir.sh COMMAND [ARG...]   (e.g. scripts/private-tmpdir.sh pulumi up)" >&2
+  exit 2
+fi
+private=$(mktemp -d "${TMPDIR:-/tmp}/modelplane-run.XXXXXXXX")   # mode 0700, owned by this user
+trap 'rm -rf -- "$private"' EXIT
+# A signal's trap runs once the command has ended; then the EXIT trap removes the folder.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+status=0
+TMPDIR=$private MODELPLANE_PRIVATE_TMPDIR=$private "$@" || status=$?
+exit "$status"
