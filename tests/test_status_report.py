@@ -17,7 +17,7 @@ from modelplane.status.kubeconfig import KubeconfigError, parse_kubeconfig
 from modelplane.status.observations import ClusterReading, Probe, ReplicaPods, gateway_address, replica_pods
 from modelplane.status.probe import split_address
 from modelplane.status.replicas import serving_pods, watched_replicas
-from modelplane.status.report import Runbook, build_report
+from modelplane.status.report import Runbook, StatusReport, build_report
 from modelplane.status.stack import kubeconfigs_from_config, kubeconfigs_from_outputs
 from modelplane.status.table import status_table
 
@@ -241,7 +241,7 @@ def test_json_keys_are_stable(demo):
     fleet, previous = demo
     readings = {**fleet_readings(), US: reading(US, error="connection refused", error_kind="unreachable")}
     data = json.loads(json.dumps(report_of(fleet, previous, readings).to_dict()))
-    assert list(data) == ["apiVersion", "kind", "stack", "probed", "summary", "deployments", "clusters", "notes"]
+    assert list(data) == ["apiVersion", "kind", "stack", "probed", "summary", "deployments", "clusters", "notes", "fallbacks"]
     assert data["summary"] == {"state": "degraded", "exitCode": 1, "replicas": 2, "healthy": 1, "degraded": 0,
                                "unreachable": 1, "unreadable": 0, "notRead": 0, "pending": 0,
                                "drift": {"add": 0, "remove": 0, "move": 0}, "unreachableClusters": [US]}
@@ -356,3 +356,27 @@ def test_kubeconfigs_from_the_stack_config_and_outputs():
     assert kubeconfigs_from_config({"modelplane:inferenceClusters": {"secret": True}}) == {}
     assert kubeconfigs_from_outputs({"kubeconfigs": {"a": "kc-a", "b": "[secret]", "c": ""}, "placement": {}}) == {"a": "kc-a"}
     assert kubeconfigs_from_outputs({"kubeconfigs": "[secret]"}) == {}
+
+
+@pytest.mark.parametrize("fallback, words", [
+    (None, "only while none of its other endpoints is healthy (fallback.when: AllPrimariesDown)"),
+    ({"when": "BelowHealthy", "healthyPercent": 50},
+     "once fewer than 50.00% of its other endpoints are healthy, a share of 100 - min(100, 200 x healthy / total) "
+     "percent (fallback.when: BelowHealthy 50%)"),
+])
+def test_status_says_when_a_services_fallback_tier_takes_traffic(fallback, words):
+    """Finding 6 of issue 23: status says what the front door does with the fallback tier, in its own numbers."""
+    from modelplane.api import load_fleet
+    from modelplane.api.stackfile import read_stack_file
+    from modelplane.status.fallback import fallback_lines
+    from modelplane.status.table import status_table
+
+    config = read_stack_file(Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.cloud.yaml").config
+    if fallback is not None:
+        config["modelServices"]["ml-team"]["chat"]["fallback"] = fallback
+    lines = fallback_lines(load_fleet(config))
+    assert lines == [f"ml-team/chat: the front door sends requests to its fallback endpoints {words}"]
+    text = status_table(StatusReport("cloud", False, (), (), RUNBOOK, (), tuple(lines)))
+    assert f"Fallback tiers:\n  {lines[0]}\n" in text
+    demo = read_stack_file(Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.demo.yaml").config
+    assert fallback_lines(load_fleet(demo)) == []  # no fallback endpoint: nothing to say

@@ -22,6 +22,7 @@ from ..scheduling import PlacementDocument, load_previous, schedule
 from .kubeconfig import (ClusterAccess, KubeconfigError, access_from_document, context_names, merged_kubeconfig,
                          parse_kubeconfig)
 from .live import read_clusters
+from .fallback import fallback_lines
 from .probe import ProbeTarget, probe_all
 from .replicas import WatchedReplica, watched_replicas
 from .report import Runbook, StatusReport, build_report
@@ -46,7 +47,8 @@ def run(fleet: Fleet, stack_path: Path, args: argparse.Namespace) -> int:
         namespaces.setdefault(r.cluster, set()).add(r.namespace)
     readings = read_clusters(accesses, namespaces)
     probes = None if args.no_probe else probe_all(probe_targets(rows, readings, fleet))
-    report = build_report(stack.label, result, watched, readings, probes, stack.runbook(), tuple(notes))
+    report = build_report(stack.label, result, watched, readings, probes, stack.runbook(), tuple(notes),
+                          tuple(fallback_lines(fleet)))
     write(report, args.output)
     return report.exit_code
 

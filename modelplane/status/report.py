@@ -124,6 +124,7 @@ class StatusReport:
     clusters: tuple[ClusterStatus, ...]
     runbook: Runbook
     notes: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()  # what the front door does with each service's fallback tier
 
     def replicas(self) -> list[ReplicaStatus]:
         return [r for d in self.deployments for r in d.replicas]
@@ -178,7 +179,7 @@ class StatusReport:
                         "unreachableClusters": [c.name for c in self.clusters if c.state in (UNREACHABLE, UNREADABLE)]},
             "deployments": [d.to_dict() for d in self.deployments],
             "clusters": [c.to_dict() for c in self.clusters],
-            "notes": list(self.notes)}
+            "notes": list(self.notes), "fallbacks": list(self.fallbacks)}
 
 
 def _camel(state: str) -> str:
@@ -188,7 +189,7 @@ def _camel(state: str) -> str:
 
 def build_report(stack: str, result: PlanResult, watched: dict[str, list[WatchedReplica]],
                  readings: dict[str, ClusterReading], probes: dict[tuple[str, str], Probe] | None,
-                 runbook: Runbook, notes: tuple[str, ...] = ()) -> StatusReport:
+                 runbook: Runbook, notes: tuple[str, ...] = (), fallbacks: tuple[str, ...] = ()) -> StatusReport:
     """`probes` is None when probing is off; a deployed replica on a read cluster without a probe had no
     gateway address to probe."""
     conditions = {str(key): plan.conditions[0] for key, plan in result.deployments.items()}
@@ -205,7 +206,7 @@ def build_report(stack: str, result: PlanResult, watched: dict[str, list[Watched
                      for name in sorted(per_cluster))
     if nowhere:
         notes = (NOWHERE, *notes)
-    return StatusReport(stack, probes is not None, deployments, clusters, runbook, notes)
+    return StatusReport(stack, probes is not None, deployments, clusters, runbook, notes, fallbacks)
 
 
 def _unreachable(reading: ClusterReading | None) -> bool:

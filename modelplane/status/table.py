@@ -34,6 +34,8 @@ def status_table(report: StatusReport) -> str:
                 lines += [f"  {command}" for command in cluster.commands]
                 lines += [f"  ({cluster.caveat})"] if cluster.caveat else []
         lines.append("")
+    if report.fallbacks:
+        lines += ["Fallback tiers:", *(f"  {line}" for line in report.fallbacks), ""]
     lines += [f"note: {note}" for note in report.notes]
     lines.append(report.summary())
     return "\n".join(lines) + "\n"
