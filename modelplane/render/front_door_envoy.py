@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.model_service import EndpointAuth, FallbackPolicy, ModelService

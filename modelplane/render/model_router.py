@@ -26,7 +26,10 @@ import string
 from importlib.resources import files
 from typing import Mapping, Sequence
 
+from ..api.inference_gateway import DEFAULT_BODY_LIMIT, body_limit_bytes
 from .types import MODEL_HEADER
+
+DEFAULT_LIMIT_BYTES = body_limit_bytes(DEFAULT_BODY_LIMIT)
 
 # The requests that name a model in a JSON body (OpenAI's and Anthropic's APIs); nothing else is read.
 MODEL_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/rerank",
@@ -75,7 +78,7 @@ def _common_tables(body_limit: int) -> str:
 
 
 def model_router_lua(models: Mapping[str, str], engine_names: Mapping[str, str] | None = None,
-                     body_limit: int = 4 * 1024 * 1024) -> str:
+                     body_limit: int = DEFAULT_LIMIT_BYTES) -> str:
     """The front door's Lua script. `models` maps every accepted name (canonical names and aliases) to its
     canonical name `<namespace>/<service>`; `engine_names` maps a canonical name to the name its
     in-fleet engines answer (`api.served_names`), which the script puts in the body's `model`.
@@ -90,7 +93,7 @@ def model_router_lua(models: Mapping[str, str], engine_names: Mapping[str, str] 
     return _script("modelplane front-door model router", tables, "model_router.lua")
 
 
-def hop_router_lua(endpoint_models: Mapping[str, str], body_limit: int = 4 * 1024 * 1024) -> str:
+def hop_router_lua(endpoint_models: Mapping[str, str], body_limit: int = DEFAULT_LIMIT_BYTES) -> str:
     """The hop's Lua script: `endpoint_models` maps a hand-made endpoint's hop host (`endpoint_host`) to
     the model name that endpoint serves (`ModelEndpoint.model`), which the script puts in the body."""
     tables = (_common_tables(body_limit)
@@ -99,7 +102,7 @@ def hop_router_lua(endpoint_models: Mapping[str, str], body_limit: int = 4 * 102
     return _script("modelplane hop model renamer", tables, "hop_router.lua")
 
 
-def scan_timer_lua(body_limit: int = 4 * 1024 * 1024) -> str:
+def scan_timer_lua(body_limit: int = DEFAULT_LIMIT_BYTES) -> str:
     """A chunk returning a function that times the JSON scan alone on a body, in seconds of Lua's clock
     (for benchmarks/bench_router.py)."""
     return (_common_tables(body_limit) + files(__package__).joinpath("lua", "json_model.lua").read_text()
