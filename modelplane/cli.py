@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Sequence
 
 from . import gc_policy, runbook, views
+from .progress import Progress
 from .version import VERSION
 from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
@@ -50,10 +51,11 @@ HELP: dict[str, tuple[str, str, str]] = {
                 "For each deployment named, each cluster and pool: whether it takes replicas, and if not why.",
                 "modelplane explain ml-team/mock-demo -s demo\n|placement.md"),
     "render": ("write every Kubernetes object and Helm release of the fleet as YAML",
-               "Writes one folder per cluster under --out: each Kubernetes object as NNN-<kind>-<namespace>-<name>.yaml "
-               "in apply order, and beside them what `pulumi up` handles itself: remote-manifests.yaml (CRD "
+               "Writes one folder per cluster under --out holding only Kubernetes objects, "
+               "NNN-<kind>-<namespace>-<name>.yaml in apply order (`kubectl apply -f <folder>` reads them in that "
+               "order), and in its meta/ subfolder what `pulumi up` handles itself: remote-manifests.yaml (CRD "
                "manifests), helm-releases.yaml and placeholders.yaml. Shows progress on a terminal.",
-               "modelplane render -s demo --out manifests\n|rendering.md"),
+               "modelplane render -s demo --out manifests\nkubectl apply -f manifests/gpu-eu-west/\n|rendering.md"),
     "sources": ("list every Helm chart and CRD manifest the fleet fetches, and the commands that fill a mirror "
                 "for air-gapped sites",
                 "Lists what the fleet downloads at `pulumi up` and prints the commands that copy it into a mirror.",
@@ -408,22 +410,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class Progress:
-    """One self-overwriting line on stderr while a long command works, only when stderr is a terminal."""
-
-    def __init__(self, stream=None) -> None:
-        self.stream = stream or sys.stderr
-        self.shown = self.stream.isatty()
-
-    def __call__(self, text: str) -> None:
-        if self.shown:
-            self.stream.write(f"\r\033[K{text}")
-            self.stream.flush()
-
-    def done(self) -> None:
-        self("")
-
-
 def cmd_render(args: argparse.Namespace) -> int:
     from .render import render_fleet, write_manifests  # only this command needs the renderers
 
@@ -445,7 +431,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(f"{args.out / w.cluster}: {w.remote_manifests} remote manifests, {w.objects} objects, "
               f"{w.releases} Helm releases, {w.placeholders} placeholders")
     if any(w.placeholders for w in written):
-        print("placeholders (placeholders.yaml in each folder) stand for values known only once deployed, and secrets; "
+        print("placeholders (meta/placeholders.yaml in each folder) stand for values known only once deployed, and secrets; "
               "kind MetalLB ranges are carved from kind's default network here, from the real one by `pulumi up`")
     for folder in removed:
         print(f"{folder}: removed (its cluster is no longer in the fleet)")
@@ -476,10 +462,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     path = resolve_stack(args)
     stack_file, fleet = load_file(path)
     _warn(stack_file, fleet)
-    if sys.stderr.isatty():  # the reads take seconds per unreachable cluster: say what is going on
-        print(f"status: reading {len(fleet.inference_clusters)} clusters and probing their replicas...",
-              file=sys.stderr, flush=True)
-    return status.run(fleet, path, args)
+    progress = Progress()  # the reads take seconds per unreachable cluster: say what is going on, on a terminal
+    try:
+        return status.run(fleet, path, args, progress)
+    finally:
+        progress.done()
 
 
 def cmd_scale(args: argparse.Namespace) -> int:

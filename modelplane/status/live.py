@@ -8,7 +8,7 @@ connection (at most `REQUEST_TIMEOUT`); a slow one, or one that trickles its ans
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..api import syntax
 from ..render.replica import SERVING
@@ -26,8 +26,9 @@ MAX_PARALLEL_CLUSTERS = 64
 
 def read_clusters(accesses: dict[str, ClusterAccess], namespaces: dict[str, set[str]],
                   timeout: float = REQUEST_TIMEOUT, budget: float = CLUSTER_BUDGET,
-                  overall: float | None = None) -> dict[str, ClusterReading]:
-    """Each cluster of `accesses`, reading the namespaces `namespaces[cluster]`."""
+                  overall: float | None = None,
+                  on_done: Callable[[int], None] = lambda done: None) -> dict[str, ClusterReading]:
+    """Each cluster of `accesses`, reading the namespaces `namespaces[cluster]`; `on_done(n)` as each is read."""
     names = sorted(accesses)
     overall = budget + (OVERALL_BUDGET - CLUSTER_BUDGET) if overall is None else overall
     readings = gather(lambda c: read_cluster(accesses[c], namespaces.get(c, set()), timeout, budget), names,
@@ -35,7 +36,8 @@ def read_clusters(accesses: dict[str, ClusterAccess], namespaces: dict[str, set[
                       late=lambda c: ClusterReading(c, error=f"not read within status's overall limit of {overall:g} s",
                                                     error_kind="unreachable"),
                       failed=lambda c, e: ClusterReading(c, error=f"reading it failed ({type(e).__name__})",
-                                                         error_kind="unreadable"))
+                                                         error_kind="unreadable"),
+                      on_done=on_done)
     return dict(zip(names, readings))
 
 

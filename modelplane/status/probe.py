@@ -6,6 +6,7 @@ import http.client
 import socket
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ..render.types import HEALTH_PATH
 from .deadline import Watchdog, gather
@@ -83,10 +84,12 @@ class _GuardedConnection(http.client.HTTPConnection):
         self._watchdog.guard(self.sock)
 
 
-def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT) -> dict[tuple[str, str], Probe]:
+def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT,
+              on_done: Callable[[int], None] = lambda done: None) -> dict[tuple[str, str], Probe]:
     """Every target at once (threads): the slowest probe, not their sum, is what it costs, and never more than
-    `timeout` plus a second."""
+    `timeout` plus a second. `on_done(n)` as each answers."""
     results = gather(lambda t: probe(t, timeout), targets, MAX_PARALLEL_PROBES, timeout + 1.0,
                      late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
-                     failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"))
+                     failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"),
+                     on_done=on_done)
     return {t.key: r for t, r in zip(targets, results)}
