@@ -10,6 +10,7 @@ evaluations performed against the questions asked.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import time
 
@@ -90,7 +91,8 @@ def measure(clusters: int, deployments: int) -> None:
     assert [r.name for r in replanned.replicas()] == [r.name for r in result.replicas()]
     print(f"{clusters:>4} clusters x {deployments:>5} deployments: validate {loaded:6.2f} s, schedule {planned:6.3f} s, "
           f"re-plan from its own placement {again:6.3f} s (median of 3); {placed} replicas placed, {short} deployments short; "
-          f"CEL evaluations {selectors.evaluations} for {selectors.lookups:,} questions")
+          f"CEL evaluations {selectors.evaluations} for {selectors.lookups:,} questions; "
+          f"placement sha256 {hashlib.sha256(result.to_json().encode()).hexdigest()[:16]}")
 
 
 def main() -> None:
