@@ -17,8 +17,9 @@ from dataclasses import replace
 
 from ..api import NamespacedName
 from . import reasons
-from .filters import DEVICES, ClusterVerdicts, engine_cost, engine_rejection
+from .filters import DEVICES, ClusterVerdicts, engine_rejection
 from .fit import Fit, Ledger, place_engines
+from .packing import kind_names, largest_block, nodes_in
 from .placement import DeploymentPlan
 from .result import ClusterVerdict, Explanation
 from .snapshot import Cluster, Engine, Pool, Workload
@@ -35,7 +36,7 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         self._plans, self._fits, self._ledger, self._cluster_verdicts = plans, fits, ledger, verdicts
         self._workloads = {w.key: w for w in workloads}
         self._clusters = verdicts.clusters
-        self._free = [{p.name: ledger.free.get((c.name, p.name), 0) for p in c.pools} for c in self._clusters]
+        self._free = [{p.name: ledger.amount(c.name, p.name) for p in c.pools} for c in self._clusters]
         self._ids: dict[tuple, int] = {}  # a deployment shape -> a small number, hashed once per deployment
         self._cluster_level: dict[int, list[ClusterVerdict | None]] = {}  # per cluster; None: all pass
         self._pool_level: dict[int, list[ClusterVerdict | None]] = {}  # per cluster; None: not asked yet
@@ -108,13 +109,19 @@ class Explanations(Mapping[NamespacedName, Explanation]):
                 if reason is _UNASKED:
                     reason = self._pool_reason[key] = self._pool_filters(pool, engine, fit, claimable)
                 if reason is None:  # it would fit here but for the capacity filter
-                    cost = engine_cost(engine, fit.engine_on(pool, engine))
-                    free = self._ledger.free.get((cluster.name, pool.name), 0)
-                    reason = reasons.insufficient_capacity(pool.name, cost, max(free, 0))
+                    reason = self._no_room(cluster, pool, fit.demand(pool, engine))
                 found.append(reason)
         capacity = [r for r in found if r.code == "InsufficientCapacity"]
         # A pool that matches but is full explains more than pools that never match.
         return tuple(capacity + [r for r in found if r.code != "InsufficientCapacity"] if capacity else found)
+
+    def _no_room(self, cluster: Cluster, pool: Pool, demand) -> reasons.Reason:
+        """The capacity filter's reason: nodes needed and free, or the pods' devices against the free ones."""
+        if self._ledger.packing.unit == "nodes":
+            return reasons.insufficient_capacity(pool.name, demand, max(self._ledger.amount(cluster.name, pool.name), 0))
+        free = self._ledger.free.get((cluster.name, pool.name), ())
+        return reasons.insufficient_devices(pool.name, demand, kind_names(pool), self._ledger.packing.amount(free),
+                                            nodes_in(free), largest_block(free))
 
     @staticmethod
     def _pool_filters(pool: Pool, engine: Engine, fit: Fit, claimable: tuple[bool, ...] | None) -> reasons.Reason | None:

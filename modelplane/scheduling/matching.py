@@ -31,6 +31,7 @@ class MemberMatch:
 
     resolved: tuple[ResolvedRequest, ...] | None
     reason: reasons.Reason | None = None
+    demand: tuple[int, ...] = ()  # DRA devices one pod takes, per device kind of the pool (Synthetic: 0)
 
 
 class Matcher:
@@ -41,14 +42,22 @@ class Matcher:
 
     def __init__(self, selectors: SelectorCache | None = None) -> None:
         self.selectors = selectors or SelectorCache()
-        self._memo: dict[tuple, tuple[ResolvedRequest, ...] | None] = {}
+        self._memo: dict[tuple, MemberMatch] = {}
 
     def fits(self, pool: Pool, member: Member) -> tuple[ResolvedRequest, ...] | None:
         """The DRA requests `member` resolves to on `pool` (empty: only Synthetic), or None."""
+        return self._memoised(pool, member).resolved
+
+    def demand(self, pool: Pool, member: Member) -> tuple[int, ...]:
+        """The DRA devices one pod of `member` takes on a node of `pool`, per device kind."""
+        return self._memoised(pool, member).demand
+
+    def _memoised(self, pool: Pool, member: Member) -> MemberMatch:
         key = (pool.class_name, member.requests)
-        if key not in self._memo:
-            self._memo[key] = self._match(pool, member).resolved
-        return self._memo[key]
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._match(pool, member)
+        return found
 
     def why_not(self, pool: Pool, member: Member, engine: str) -> reasons.Reason | None:
         return self._match(pool, member, engine).reason
@@ -70,6 +79,7 @@ class Matcher:
 
     def _match(self, pool: Pool, member: Member, engine: str = "") -> MemberMatch:
         remaining = [device.count for device in pool.devices]
+        demand = [0] * len(pool.devices)
         resolved = []
         for request in member.requests:
             chosen = next((i for i, device in enumerate(pool.devices)
@@ -86,8 +96,9 @@ class Matcher:
                                 engine, member.index, request.name, expression, pool.name, other.name, str(error)))
                 resolved.append(ResolvedRequest(request.name, device.device_class_name, request.count,
                                                 request.selectors))
+                demand[chosen] += request.count
             remaining[chosen] -= request.count
-        return MemberMatch(tuple(resolved))
+        return MemberMatch(tuple(resolved), demand=tuple(demand))
 
     def _explain(self, pool: Pool, member: Member, request: Request, engine: str,
                  remaining: list[int]) -> reasons.Reason:

@@ -24,14 +24,15 @@ from ..devices import SelectorCache
 from . import reasons
 from .diagnosis import Explanations
 from .document import DocReplica, PlacementDocument
-from .filters import DEVICES, KEEP, ClusterVerdicts, engine_rejection, first_failure, has_room
+from .filters import DEVICES, KEEP, ClusterVerdicts, engine_rejection, first_failure
 from .fit import Fit, Ledger, assignment, place_engines
 from .matching import Matcher, ResolvedRequest
+from .packing import kind_names, packing_for
 from .names import NameBook, replica_identity, replica_name
 from .placement import (DeploymentPlan, EngineAssignment, MemberAssignment, PlacedReplica, RemovedReplica,
                         conditions_for)
 from .result import PlanResult
-from .snapshot import Cluster, Workload, clusters_of, workloads_of
+from .snapshot import Cluster, Pool, Workload, clusters_of, workloads_of
 
 
 def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors: SelectorCache | None = None) -> PlanResult:
@@ -40,9 +41,10 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     by_name = {c.name: c for c in clusters}
     workloads = workloads_of(fleet)
     matcher = Matcher(selectors)
+    packing = packing_for(fleet.packing)
     shared: dict[tuple, Fit] = {}
-    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher)) for w in workloads}
-    ledger = Ledger.of(clusters)
+    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher, packing)) for w in workloads}
+    ledger = Ledger.of(clusters, packing)
 
     # The document guarantees one entry per (namespace, deployment, cluster, index); sorting by it
     # makes everything below independent of document order.
@@ -63,7 +65,7 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
                                                                          f"{key} is no longer in the stack config"))
                         for r in replicas]
     stamped = {_identity(r): r for r in previous.replicas}
-    removed += _charge_retained(retained, stamped, ledger)
+    removed += _charge_retained(retained, stamped, ledger, {w.key: w for w in workloads}, fits, by_name)
 
     verdicts = ClusterVerdicts(clusters)
     full: dict[tuple, set[str]] = {}  # per signature: clusters that could not take one; the ledger only shrinks
@@ -81,7 +83,9 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
                                              conditions_for(workload, replicas, verdicts.any_candidate(workload)),
                                              tuple(removed_from.get(workload.key, ())))
     orphans = tuple(r for r in removed if r.replica.key not in plans)
-    return PlanResult(plans, orphans, clusters, dict(ledger.free), Explanations(plans, workloads, fits, ledger, verdicts))
+    free = {(c, p): ledger.amount(c, p) for c, p in ledger.free}
+    return PlanResult(plans, orphans, clusters, free, Explanations(plans, workloads, fits, ledger, verdicts),
+                      packing.name)
 
 
 def _identity(doc: DocReplica) -> tuple[str, str, str, int]:
@@ -89,34 +93,56 @@ def _identity(doc: DocReplica) -> tuple[str, str, str, int]:
 
 
 def _charge_retained(retained: dict[NamespacedName, list[PlacedReplica]], stamped: dict[tuple, DocReplica],
-                     ledger: Ledger) -> list[RemovedReplica]:
+                     ledger: Ledger, workloads: dict[NamespacedName, Workload], fits: dict[NamespacedName, Fit],
+                     clusters: dict[str, Cluster]) -> list[RemovedReplica]:
     """Charge every kept replica what it occupies after this plan (its shape may have grown, its pool
     shrunk); one that no longer fits leaves its pool and is placed again like a missing one.
 
     Who stays, deterministically: replicas whose shape did not grow first (editing one deployment
     never pushes out another), then the lower index (placed earlier), then namespace, name, cluster.
     """
+    unit = ledger.packing.unit
+
     def grew(replica: PlacedReplica) -> bool:
-        before = stamped[(replica.key.namespace, replica.key.name, replica.cluster, replica.index)].node_cost()
-        return any(nodes > before.get(pool, 0) for pool, nodes in replica.pool_cost().items())
+        before = stamped[(replica.key.namespace, replica.key.name, replica.cluster, replica.index)]
+        was = before.node_cost() if unit == "nodes" else before.device_cost()
+        now = replica.pool_cost() if unit == "nodes" else replica.pool_devices()
+        return any(amount > was.get(pool, 0) for pool, amount in now.items())
 
     everyone = [r for kept in retained.values() for r in kept]
     removed = []
     for replica in sorted(everyone, key=lambda r: (grew(r), r.index, r.key.namespace, r.key.name, r.cluster)):
-        cost = replica.pool_cost()
-        short = next(((pool, nodes) for pool, nodes in sorted(cost.items())
-                      if not has_room(ledger.free.get((replica.cluster, pool), 0), nodes)), None)
+        demand = _demand_per_pool(replica, workloads[replica.key], fits[replica.key], clusters[replica.cluster], ledger)
+        after = {pool: ledger.take(replica.cluster, pool, amount) for pool, amount in sorted(demand.items())}
+        short = next((pool for pool, free in after.items() if free is None), None)
         if short is None:
-            for pool, nodes in cost.items():
-                ledger.charge(replica.cluster, pool, nodes)
+            ledger.commit(replica.cluster, after)
             continue
-        pool, nodes = short
-        free, capacity = ledger.free.get((replica.cluster, pool), 0), ledger.capacity.get((replica.cluster, pool), 0)
         retained[replica.key].remove(replica)
         removed.append(RemovedReplica(replica, reasons.no_longer_fits(
-            f"pool {pool}: the replica now needs {nodes} node{'s' if nodes != 1 else ''}, {free} of the pool's "
-            f"{capacity} free after the replicas kept before it")))
+            f"pool {short}: the replica now needs {_needs(demand[short], unit, clusters[replica.cluster].pool(short))}, "
+            f"{ledger.amount(replica.cluster, short)} of the pool's "
+            f"{ledger.packing.declared(clusters[replica.cluster].pool(short))}{'' if unit == 'nodes' else ' devices'} "
+            "free after the replicas kept before it")))
     return removed
+
+
+def _demand_per_pool(replica: PlacedReplica, workload: Workload, fit: Fit, cluster: Cluster,
+                     ledger: Ledger) -> dict[str, object]:
+    """What the kept replica's engines take, per pool they are pinned to (pools with a DRA claim only)."""
+    per_pool: dict[str, list] = {}
+    for placed in replica.engines:
+        if not any(m.device_requests for m in placed.members):
+            continue
+        pool = cluster.pool(placed.members[0].node_pool)
+        per_pool.setdefault(pool.name, []).append(fit.demand(pool, workload.engine(placed.name)))
+    return {pool: ledger.packing.combine(demands) for pool, demands in per_pool.items()}
+
+
+def _needs(demand, unit: str, pool: Pool) -> str:
+    if unit == "nodes":
+        return f"{demand} node{'s' if demand != 1 else ''}"
+    return reasons.pods_text(demand, kind_names(pool))
 
 
 def _name_replicas(fleet: Fleet, workloads, retained: dict[NamespacedName, list[PlacedReplica]],
@@ -242,17 +268,15 @@ def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster]
             count, name, cluster = heapq.heappop(queue)
         else:
             break
-        engines = place_engines(cluster, workload, fit, ledger)
-        if engines is None:
+        found = place_engines(cluster, workload, fit, ledger)
+        if found is None:
             full.add(name)
             continue
+        engines, changed = found
+        ledger.commit(name, changed)
         taken = used.setdefault(name, set())
         index = next(i for i in range(len(taken) + 1) if i not in taken)
         taken.add(index)
-        for engine in engines:
-            for member in engine.members:
-                if member.device_requests:
-                    ledger.charge(name, member.node_pool, member.pods * engine.copies)
         placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, name, index), name, index,
                                     tuple(engines), "new"))  # named for good once the whole plan is known
         heapq.heappush(queue, (count + 1, name, cluster))
