@@ -17,9 +17,8 @@ from dataclasses import replace
 
 from ..api import NamespacedName
 from . import reasons
-from .filters import DEVICES, ClusterVerdicts, engine_rejection
+from .filters import ClusterVerdicts, capacity_reason, pool_failure
 from .fit import Fit, Ledger, place_engines
-from .packing import kind_names, largest_block, nodes_in
 from .placement import DeploymentPlan
 from .result import ClusterVerdict, Explanation
 from .snapshot import Cluster, Engine, Pool, Workload
@@ -107,29 +106,13 @@ class Explanations(Mapping[NamespacedName, Explanation]):
                 key = (engines_id, engine.index, pool.class_name, pool.name, claimable)
                 reason = self._pool_reason.get(key, _UNASKED)
                 if reason is _UNASKED:
-                    reason = self._pool_reason[key] = self._pool_filters(pool, engine, fit, claimable)
+                    resolved = fit.engine_on(pool, engine)
+                    reason = self._pool_reason[key] = pool_failure(
+                        pool, engine, resolved, claimable or (resolved[0].claims,), fit.matcher)
                 if reason is None:  # it would fit here but for the capacity filter
-                    reason = self._no_room(cluster, pool, fit.demand(pool, engine))
+                    reason = capacity_reason(self._ledger.packing, pool, self._ledger.free[(cluster.name, pool.name)],
+                                             fit.demand(pool, engine))
                 found.append(reason)
         capacity = [r for r in found if r.code == "InsufficientCapacity"]
         # A pool that matches but is full explains more than pools that never match.
         return tuple(capacity + [r for r in found if r.code != "InsufficientCapacity"] if capacity else found)
-
-    def _no_room(self, cluster: Cluster, pool: Pool, demand) -> reasons.Reason:
-        """The capacity filter's reason: nodes needed and free, or the pods' devices against the free ones."""
-        if self._ledger.packing.unit == "nodes":
-            return reasons.insufficient_capacity(pool.name, demand, max(self._ledger.amount(cluster.name, pool.name), 0))
-        free = self._ledger.free.get((cluster.name, pool.name), ())
-        return reasons.insufficient_devices(pool.name, demand, kind_names(pool), self._ledger.packing.amount(free),
-                                            nodes_in(free), largest_block(free))
-
-    @staticmethod
-    def _pool_filters(pool: Pool, engine: Engine, fit: Fit, claimable: tuple[bool, ...] | None) -> reasons.Reason | None:
-        """The device and Synthetic-only filters' reason for the engine on this pool (None: both pass)."""
-        resolved = fit.engine_on(pool, engine)
-        rejection = engine_rejection(resolved, claimable or (bool(resolved[0]),))
-        if rejection == DEVICES:
-            member = engine.members[resolved.index(None)]
-            return fit.matcher.why_not(pool, member, engine.name) or \
-                reasons.selector_mismatch(engine.name, member.index, "?", "", pool.name)
-        return None if rejection is None else reasons.only_synthetic(engine.name, pool.name)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .filters import engine_rejection
-from .matching import Matcher
+from .filters import pool_passes
+from .matching import Matcher, Resolved
 from .packing import Packing
 from .placement import EngineAssignment, MemberAssignment
 from .snapshot import Cluster, Engine, Pool, Workload
@@ -74,11 +74,11 @@ class Fit:
         self._by_shape: dict[tuple[str, ...], tuple | None] = {}
         self._by_cluster: dict[str, tuple | None] = {}
 
-    def engine_on(self, pool: Pool, engine: Engine) -> tuple:
-        """Per member: its resolved DRA requests on this pool (empty: only Synthetic), or None."""
+    def engine_on(self, pool: Pool, engine: Engine) -> tuple[Resolved, ...]:
+        """Per member: how its requests resolve on this pool."""
         key = pool.class_name
         if key not in self._by_class:
-            self._by_class[key] = tuple(tuple(self.matcher.fits(pool, m) for m in e.members)
+            self._by_class[key] = tuple(tuple(self.matcher.resolve(pool, m) for m in e.members)
                                         for e in self.workload.engines)
         return self._by_class[key][engine.index]
 
@@ -86,14 +86,13 @@ class Fit:
         """What the engine takes on the pool (nodes, or pods' device vectors); the same for every pool of its class."""
         key = (pool.class_name, engine.index)
         if key not in self._demand:
-            self._demand[key] = self.packing.engine_demand(pool, engine, self.engine_on(pool, engine), tuple(
-                self.matcher.demand(pool, m) for m in engine.members))
+            self._demand[key] = self.packing.engine_demand(pool, engine, self.engine_on(pool, engine))
         return self._demand[key]
 
     def claimable(self, cluster: Cluster, engine: Engine) -> tuple[bool, ...]:
         """Per member: does some pool of the cluster give it at least one DRA device (capacity ignored)?"""
         per_pool = [self.engine_on(p, engine) for p in cluster.pools]
-        return tuple(any(bool(r[i]) for r in per_pool) for i in range(len(engine.members)))
+        return tuple(any(r[i].claims for r in per_pool) for i in range(len(engine.members)))
 
     def options(self, cluster: Cluster) -> tuple | None:
         """Per engine, the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
@@ -117,7 +116,7 @@ class Fit:
             # answer without the cluster-wide scan).
             claimable = None if len(engine.members) == 1 else self.claimable(cluster, engine)
             options = tuple((i, resolved, self.demand(cluster.pools[i], engine)) for i, resolved in enumerate(per_pool)
-                            if engine_rejection(resolved, claimable or (bool(resolved[0]),)) is None)
+                            if pool_passes(resolved, claimable or (resolved[0].claims,)))
             if not options:
                 return None
             per_engine.append(options)
@@ -147,6 +146,6 @@ def place_engines(cluster: Cluster, workload: Workload, fit: Fit,
     return placed, trial
 
 
-def assignment(engine: Engine, pool: str, resolved: tuple) -> EngineAssignment:
+def assignment(engine: Engine, pool: str, resolved: tuple[Resolved, ...]) -> EngineAssignment:
     return EngineAssignment(engine.name, engine.copies, engine.phase, tuple(
-        MemberAssignment(m.role, pool, m.pods, tuple(r)) for m, r in zip(engine.members, resolved)))
+        MemberAssignment(m.role, pool, m.pods, r.requests) for m, r in zip(engine.members, resolved)))

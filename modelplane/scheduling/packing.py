@@ -154,13 +154,13 @@ class DevicePacking:
         return sum(per_node(pool)) * pool.nodes
 
     @staticmethod
-    def engine_demand(pool: Pool, engine: Engine, resolved: tuple, demands: tuple) -> Pods:
+    def engine_demand(pool: Pool, engine: Engine, resolved: tuple) -> Pods:
         """The engine's pods on the pool: per member claiming a DRA device, pods x copies demand vectors."""
         whole = per_node(pool)
         pods: list[Vector] = []
-        for member, claims, demand in zip(engine.members, resolved, demands):
-            if claims:  # a member with only Synthetic matches consumes nothing
-                pods += [whole if member.role != "Standalone" else demand] * (member.pods * engine.copies)
+        for member, found in zip(engine.members, resolved):
+            if found.claims:  # a member with only Synthetic matches consumes nothing
+                pods += [whole if member.role != "Standalone" else found.demand] * (member.pods * engine.copies)
         return tuple(sorted(pods, key=size_key, reverse=True))
 
 class WholeNodePacking:
@@ -188,9 +188,9 @@ class WholeNodePacking:
         return pool.nodes
 
     @staticmethod
-    def engine_demand(pool: Pool, engine: Engine, resolved: tuple, demands: tuple) -> int:
+    def engine_demand(pool: Pool, engine: Engine, resolved: tuple) -> int:
         """Nodes the engine occupies: pods x copies for every member that claims a DRA device."""
-        return sum(m.pods * engine.copies for m, claims in zip(engine.members, resolved) if claims)
+        return sum(m.pods * engine.copies for m, found in zip(engine.members, resolved) if found.claims)
 
 
 Packing = DevicePacking | WholeNodePacking

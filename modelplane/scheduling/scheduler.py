@@ -24,7 +24,7 @@ from ..devices import SelectorCache
 from . import reasons
 from .diagnosis import Explanations
 from .document import DocReplica, PlacementDocument
-from .filters import DEVICES, KEEP, ClusterVerdicts, engine_rejection, first_failure
+from .filters import KEEP, ClusterVerdicts, engine_count, first_failure, kept_engine_failure, pool_failure
 from .fit import Fit, Ledger, assignment, place_engines
 from .matching import Matcher, ResolvedRequest
 from .packing import kind_names, packing_for
@@ -196,33 +196,20 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
 
 
 def _on_pinned_pools(workload: Workload, doc: DocReplica, cluster: Cluster, fit: Fit):
-    """The kept replica's engines through the pool filters on the pools they are pinned to (capacity
-    is charged later, for every kept replica at once), or why it must be placed again."""
-    if len(doc.engines) != len(workload.engines):
-        return None, reasons.no_longer_fits(f"the deployment now has {len(workload.engines)} engine(s), "
-                                            f"the replica {len(doc.engines)}")
+    """The kept replica's engines through the kept-engine and pool filters on the pools they are
+    pinned to (capacity is charged later, for every kept replica at once), or why it must be placed again."""
+    if (why := engine_count(doc, workload)) is not None:
+        return None, why
     engines = []
     for observed in doc.engines:  # retained engine order follows the replica's
         engine = workload.engine(observed.name)
-        if engine is None:
-            return None, reasons.no_longer_fits(f"engine {observed.name} is no longer in the deployment")
-        roles = [m.role for m in engine.members]
-        if [m.role for m in observed.members] != roles:
-            return None, reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
-        if len({m.node_pool for m in observed.members}) > 1:
-            return None, reasons.no_longer_fits(f"engine {engine.name} was split across pools")
+        if (why := kept_engine_failure(observed, engine, cluster)) is not None:
+            return None, why
         pool = cluster.pool(observed.members[0].node_pool)
-        if pool is None:
-            return None, reasons.no_longer_fits(f"pool {observed.members[0].node_pool} is no longer published")
         resolved = fit.engine_on(pool, engine)
         # Pinned: only this pool may give the engine's members their DRA devices.
-        rejection = engine_rejection(resolved, tuple(bool(r) for r in resolved))
-        if rejection == DEVICES:
-            member = engine.members[resolved.index(None)]
-            reason = fit.matcher.why_not(pool, member, engine.name)
-            return None, reasons.no_longer_fits(reason.detail if reason else f"pool {pool.name} no longer matches")
-        if rejection is not None:
-            return None, reasons.no_longer_fits(f"engine {engine.name} would claim no DRA device")
+        if (why := pool_failure(pool, engine, resolved, tuple(r.claims for r in resolved), fit.matcher)) is not None:
+            return None, reasons.no_longer_fits(why.detail)
         engines.append(assignment(engine, pool.name, resolved))
     return tuple(engines), None
 
