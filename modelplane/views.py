@@ -61,15 +61,25 @@ def plan_table(result: PlanResult) -> str:
 
 def explain_table(explanation: Explanation) -> str:
     lines = [condition_line(explanation.plan)]
+    tiers = explanation.tiers
     rows = []
     for verdict in explanation.verdicts:
         if verdict.available:
             text = "available"
         else:
             text = "; ".join(r.detail for r in verdict.reasons)
-        rows.append([verdict.cluster, str(verdict.hosts), text])
-    lines += _table(["CLUSTER", "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
+        tier = [str(tiers[verdict.cluster] + 1) if verdict.cluster in tiers else "-"] if tiers else []
+        rows.append([verdict.cluster, *tier, str(verdict.hosts), text])
+    lines += _table(["CLUSTER", *(["TIER"] if tiers else []), "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
     lines.append(explanation.summary)
+    if tiers:
+        lines.append(f"Replicas by preference tier (failback: {explanation.failback}):")
+        for replica in explanation.plan.replicas:
+            better = explanation.why_not_better(replica.cluster)
+            tier = tiers[replica.cluster]
+            note = " (the most preferred)" if tier == 0 else "" if better else " (no cluster of a better tier is usable)"
+            lines.append(f"  {replica.name} on {replica.cluster}: tier {tier + 1}{note}")
+            lines += [f"    {line}" for line in better]
     return "\n".join(lines) + "\n"
 
 

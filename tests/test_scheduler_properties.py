@@ -37,7 +37,7 @@ CLASSES = {
                          "capacity": {"memory": {"value": "48Gi"}}}]},
 }
 REASONS = {"ScaledDown", "Evicted", "NoLongerFits", "NotSelected", "OutsideCacheFootprint", "ClusterRemoved",
-           "Duplicate", "DeploymentRemoved"}
+           "Duplicate", "DeploymentRemoved", "FailedBack", "NotPreferred"}
 
 clusters = st.dictionaries(
     st.sampled_from(["c1", "c2", "c3", "c4"]),
@@ -182,10 +182,13 @@ def replica_pods(config: dict, spec: dict, per_node: int) -> list[int]:
 
 
 def pods_by_oracle(result, config: dict) -> dict[tuple[str, str], list[int]]:
+    """Every planned replica's pods per pool, and those of a replica failing back to a better tier: it runs
+    until its replacement is ready (make-before-break), so it still holds its devices in this plan."""
     pods: dict[tuple[str, str], list[int]] = {}
     for plan in result.deployments.values():
         spec = config["modelDeployments"][plan.key.namespace][plan.key.name]
-        for replica in plan.replicas:
+        leaving = [r.replica for r in plan.removed if r.reason.code == "FailedBack"]
+        for replica in list(plan.replicas) + leaving:
             [engine] = replica.engines
             pool = engine.members[0].node_pool
             pods.setdefault((replica.cluster, pool), []).extend(

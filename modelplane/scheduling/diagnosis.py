@@ -68,7 +68,8 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         verdicts, summary = self._asked[asked]
         if hosts := plan.by_cluster():
             verdicts = tuple(replace(v, hosts=hosts[v.cluster]) if v.cluster in hosts else v for v in verdicts)
-        return Explanation(key, plan, verdicts, summary)
+        return Explanation(key, plan, verdicts, summary, self._cluster_verdicts.tiers(workload), workload.failback,
+                           workload.max_moves)
 
     def _id(self, asked: tuple) -> int:
         return self._ids.setdefault(asked, len(self._ids))

@@ -4,7 +4,7 @@ As in the Kubernetes scheduler framework, an ordered list of small named filters
 or returning a typed reason; the first reason is the cluster's verdict, and "0/3 clusters are
 available: ..." is the aggregate of those verdicts.
 
-    cluster level   clusterSelector -> ModelCache footprint -> storage for the cache -> taints -> node pools
+    cluster level   clusterSelector -> preference tiers -> ModelCache footprint -> storage for the cache -> taints -> node pools
     pool level      devices (match, selector errors) -> Synthetic-only -> capacity   (per engine, per pool)
     kept replica    engine count -> engine known -> same roles -> one pool -> pool published, then the pool level
 
@@ -28,6 +28,11 @@ from .snapshot import Cluster, Engine, Pool, Workload
 def cluster_selector(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
     missing = missing_labels(cluster.labels, workload.selector)
     return reasons.not_selected(missing) if missing else None
+
+
+def preferred(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
+    """With placement preferences, a cluster in none of their tiers is not used."""
+    return None if workload.tier_of(cluster.labels) is not None else reasons.not_preferred(len(workload.tiers))
 
 
 def cache_footprint(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
@@ -71,7 +76,7 @@ def _untolerated(cluster: Cluster, workload: Workload, effects: tuple[str, ...])
 ClusterFilter = Callable[[Cluster, Workload], "reasons.Reason | None"]
 
 # A cluster the deployment could use at all, taints aside (its condition says NoClusters otherwise).
-CANDIDATE: tuple[ClusterFilter, ...] = (cluster_selector, cache_footprint, cache_storage)
+CANDIDATE: tuple[ClusterFilter, ...] = (cluster_selector, preferred, cache_footprint, cache_storage)
 # A new replica: everything, and any untolerated NoSchedule or NoExecute taint keeps it off.
 PLACE: tuple[ClusterFilter, ...] = CANDIDATE + (scheduling_taints, node_pools)
 # A replica already there stays unless NoExecute evicts it; its engines are pinned to their pools,
@@ -98,12 +103,13 @@ class ClusterVerdicts:
         self._verdicts: dict[tuple, tuple[reasons.Reason | None, ...]] = {}
         self._eligible: dict[tuple, list[Cluster]] = {}
         self._candidates: dict[tuple, bool] = {}
+        self._tiers: dict[tuple, dict[str, int]] = {}
 
     @staticmethod
     def _key(workload: Workload) -> tuple:
         cache = f"{workload.key.namespace}/{workload.cache}" if workload.cache is not None else None
         return (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())), cache,
-                workload.tolerations)
+                workload.tolerations, workload.tiers)
 
     def of(self, workload: Workload) -> tuple[reasons.Reason | None, ...]:
         """Per cluster, in fleet order: why a new replica may not go there, or None."""
@@ -117,6 +123,16 @@ class ClusterVerdicts:
         if key not in self._eligible:
             self._eligible[key] = [c for c, why in zip(self.clusters, self.of(workload)) if why is None]
         return self._eligible[key]
+
+    def tiers(self, workload: Workload) -> dict[str, int] | None:
+        """Each eligible cluster's preference tier (0 first), or None: the deployment has no preferences."""
+        if not workload.tiers:
+            return None
+        key = self._key(workload)
+        if key not in self._tiers:
+            self._tiers[key] = {c.name: workload.tier_of(c.labels) for c in self.clusters
+                                if workload.tier_of(c.labels) is not None}
+        return self._tiers[key]
 
     def any_candidate(self, workload: Workload) -> bool:
         """Does any cluster pass `CANDIDATE` (selector, cache footprint and storage; taints aside)?"""

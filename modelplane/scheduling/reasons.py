@@ -24,6 +24,17 @@ def not_selected(missing: dict[str, str]) -> Reason:
     return Reason("NotSelected", "not matched by clusterSelector", f"cluster lacks the labels {pairs}")
 
 
+def not_preferred(tiers: int) -> Reason:
+    return Reason("NotPreferred", "in no placement preference tier",
+                  f"the cluster matches none of the deployment's {tiers} placement preferences")
+
+
+def failed_back(cluster: str, tier: int, was: int) -> Reason:
+    return Reason("FailedBack", f"moved to preference tier {tier + 1}",
+                  f"failback WhenRoom: cluster {cluster} in tier {tier + 1} has room; the replica was in tier {was + 1} "
+                  "(its replacement is made before it is removed)")
+
+
 def outside_cache(cache_labels: dict[str, str]) -> Reason:
     pairs = ", ".join(f"{k}={v}" for k, v in sorted(cache_labels.items()))
     return Reason("OutsideCacheFootprint", "outside the ModelCache footprint",

@@ -13,7 +13,7 @@ from ..api import NamespacedName
 from .reasons import Reason
 from .document import API_VERSION, KIND, PlacementDocument
 from .placement import DeploymentPlan, PlacedReplica, RemovedReplica
-from ..api.scheduling import Packing
+from ..api.scheduling import Failback, Packing
 from .packing import Unit, per_node
 from .snapshot import Cluster, Pool
 
@@ -39,6 +39,27 @@ class Explanation:
     plan: DeploymentPlan
     verdicts: tuple[ClusterVerdict, ...]
     summary: str  # "0/3 clusters are available: ...", the aggregate of the verdicts' primary reasons
+    tiers: Mapping[str, int] | None = None  # each usable cluster's preference tier (0 first); None: no preferences
+    failback: Failback = "Never"
+    max_moves: int = 1
+
+    def why_not_better(self, cluster: str) -> list[str]:
+        """For a replica on `cluster`: why each cluster of a more preferred tier does not hold it."""
+        if not self.tiers:
+            return []
+        lines = []
+        for verdict in self.verdicts:
+            tier = self.tiers.get(verdict.cluster)
+            if tier is None or tier >= self.tiers[cluster]:
+                continue
+            if not verdict.available:
+                why = verdict.reasons[0].detail if verdict.reasons else "not available"
+            elif self.failback == "Never":
+                why = "has room; failback: Never keeps replicas where they are"
+            else:
+                why = f"has room; failback: WhenRoom moves at most {self.max_moves} replica(s) per plan"
+            lines.append(f"tier {tier + 1} {verdict.cluster}: {why}")
+        return lines
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ..api import Fleet, NamespacedName
 from ..devices import SelectorCache
 from . import reasons
 from .diagnosis import Explanations
+from .failback import fail_back
 from .document import DocReplica, PlacementDocument
 from .filters import KEEP, ClusterVerdicts, engine_count, first_failure, kept_engine_failure, pool_failure
 from .fit import Fit, Ledger, assignment, place_engines
@@ -52,11 +53,12 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     for replica in sorted(previous.replicas, key=_identity):
         earlier.setdefault(NamespacedName(replica.namespace, replica.deployment), []).append(replica)
 
+    verdicts = ClusterVerdicts(clusters)
     removed: list[RemovedReplica] = []
     retained: dict[NamespacedName, list[PlacedReplica]] = {}
     for workload in workloads:
         kept, dropped = _retain(workload, earlier.get(workload.key, []), by_name, fits[workload.key])
-        kept, surplus = _scale_down(kept, workload.replicas)
+        kept, surplus = _scale_down(kept, workload.replicas, verdicts.tiers(workload))
         retained[workload.key] = kept
         removed += dropped + surplus
     for key, replicas in sorted(earlier.items()):
@@ -67,10 +69,13 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     stamped = {_identity(r): r for r in previous.replicas}
     removed += _charge_retained(retained, stamped, ledger, {w.key: w for w in workloads}, fits, by_name)
 
-    verdicts = ClusterVerdicts(clusters)
     full: dict[tuple, set[str]] = {}  # per signature: clusters that could not take one; the ledger only shrinks
     placed = {w.key: _fill(w, retained[w.key], verdicts.eligible(w), fits[w.key], ledger,
-                           full.setdefault(w.signature, set())) for w in workloads}
+                           full.setdefault(w.signature, set()), verdicts.tiers(w)) for w in workloads}
+    for workload in workloads:  # after every fill: a move never takes room a missing replica could use
+        if workload.failback == "WhenRoom" and workload.tiers:
+            removed += fail_back(workload, retained[workload.key], placed[workload.key], verdicts.eligible(workload),
+                                 verdicts.tiers(workload), fits[workload.key], ledger)
     _name_replicas(fleet, workloads, retained, placed, removed, stamped)
 
     removed_from: dict[NamespacedName, list[RemovedReplica]] = {}
@@ -214,15 +219,17 @@ def _on_pinned_pools(workload: Workload, doc: DocReplica, cluster: Cluster, fit:
     return tuple(engines), None
 
 
-def _scale_down(kept: list[PlacedReplica], desired: int) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
-    """§4.7: remove from the most-loaded cluster, then the later cluster name, then the highest index."""
+def _scale_down(kept: list[PlacedReplica], desired: int,
+                tiers: dict[str, int] | None) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
+    """§4.7: remove from the last preference tier first, then the most-loaded cluster, then the later
+    cluster name, then the highest index."""
     survivors = list(kept)
     removed = []
     while len(survivors) > desired:
         load: dict[str, int] = {}
         for replica in survivors:
             load[replica.cluster] = load.get(replica.cluster, 0) + 1
-        victim = max(survivors, key=lambda r: (load[r.cluster], r.cluster, r.index))
+        victim = max(survivors, key=lambda r: (tiers[r.cluster] if tiers else 0, load[r.cluster], r.cluster, r.index))
         survivors.remove(victim)
         removed.append(RemovedReplica(victim, reasons.Reason("ScaledDown", "scaled down",
                                                              f"replicas reduced to {desired}")))
@@ -230,8 +237,9 @@ def _scale_down(kept: list[PlacedReplica], desired: int) -> tuple[list[PlacedRep
 
 
 def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster], fit: Fit,
-          ledger: Ledger, full: set[str]) -> list[PlacedReplica]:
-    """§4.9: one replica at a time to the eligible cluster with the fewest of this deployment's replicas."""
+          ledger: Ledger, full: set[str], tiers: dict[str, int] | None) -> list[PlacedReplica]:
+    """§4.9: one replica at a time to the eligible cluster of the first preference tier with room,
+    the one with the fewest of this deployment's replicas (ties: name)."""
     missing = workload.replicas - len(kept)
     if missing <= 0:
         return []
@@ -240,21 +248,27 @@ def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster]
     for replica in kept:
         load[replica.cluster] = load.get(replica.cluster, 0) + 1
         used.setdefault(replica.cluster, set()).add(replica.index)
-    # Candidates in (load, name) order: clusters without a replica yet come first, lazily in name
+
+    def rank(count: int, cluster: Cluster) -> tuple[int, int, str]:
+        return tiers[cluster.name] if tiers else 0, count, cluster.name
+
+    # Candidates in (tier, load, name) order: clusters without a replica yet lazily, in (tier, name)
     # order; the others wait in a heap. A cluster that cannot take one replica is dropped for good,
     # since the ledger only shrinks during the pass.
-    queue = [(load[c.name], c.name, c) for c in eligible if c.name in load and c.name not in full]
+    queue = [(rank(load[c.name], c), c) for c in eligible if c.name in load and c.name not in full]
     heapq.heapify(queue)
-    fresh = (c for c in eligible if c.name not in load and c.name not in full)
+    unloaded = [c for c in eligible if c.name not in load and c.name not in full]
+    fresh = iter(sorted(unloaded, key=lambda c: rank(0, c)) if tiers else unloaded)
+    head = next(fresh, None)
     placed = []
     while len(placed) < missing:
-        cluster = next(fresh, None)
-        if cluster is not None:
-            count, name = 0, cluster.name
+        if head is not None and (not queue or rank(0, head) < queue[0][0]):
+            cluster, count, head = head, 0, next(fresh, None)
         elif queue:
-            count, name, cluster = heapq.heappop(queue)
+            (_, count, _), cluster = heapq.heappop(queue)
         else:
             break
+        name = cluster.name
         found = place_engines(cluster, workload, fit, ledger)
         if found is None:
             full.add(name)
@@ -266,5 +280,5 @@ def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster]
         taken.add(index)
         placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, name, index), name, index,
                                     tuple(engines), "new"))  # named for good once the whole plan is known
-        heapq.heappush(queue, (count + 1, name, cluster))
+        heapq.heappush(queue, (rank(count + 1, cluster), cluster))
     return placed
