@@ -31,8 +31,8 @@ def not_preferred(tiers: int) -> Reason:
 
 def failed_back(cluster: str, tier: int, was: int) -> Reason:
     return Reason("FailedBack", f"moved to preference tier {tier + 1}",
-                  f"failback WhenRoom: cluster {cluster} in tier {tier + 1} has room; the replica was in tier {was + 1} "
-                  "(its replacement is made before it is removed)")
+                  f"failback WhenRoom: cluster {cluster} in tier {tier + 1} has room, the replica was in tier {was + 1}; "
+                  "its replacement is made before it is removed")
 
 
 def outside_cache(cache_labels: dict[str, str]) -> Reason:
