@@ -210,3 +210,12 @@ def test_tiers_fill_in_order_empty_in_reverse_and_fail_back_within_bounds(packin
         check(result, previous, fleet, config)
         check_tiers(result, previous, config)
         assert schedule(fleet, previous).document() == result.document(), "same input, different output"
+
+
+@pytest.mark.parametrize("command", ["plan", "explain ml-team/chat"])
+def test_the_worked_example_in_placement_md_is_what_the_command_prints(command):
+    from test_cli_docs import REPO, doc_block, modelplane
+
+    line, shown = doc_block("docs/placement.md", f"venv/bin/modelplane {command} --config stacks/examples/Pulumi.tiers.yaml")
+    done = modelplane(*line.split()[1:], cwd=REPO)
+    assert (done.returncode, done.stderr, done.stdout) == (0, "", shown)
