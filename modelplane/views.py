@@ -16,8 +16,11 @@ def shortfall_warning(result: PlanResult, plan: DeploymentPlan) -> str:
 
 
 def _pools_used(result: PlanResult, cluster, separator: str, unit: str = "") -> str:
-    return separator.join(f"{p.name} {p.nodes - result.free[(cluster.name, p.name)]}/{p.nodes}{unit}"
-                          for p in cluster.pools)
+    """'p 3/8': nodes (WholeNode) or DRA devices (DeviceGranular) used of the pool's declared ones."""
+    def used(pool) -> str:
+        declared = result.declared(cluster, pool)
+        return f"{pool.name} {declared - result.free[(cluster.name, pool.name)]}/{declared}{unit}"
+    return separator.join(used(p) for p in cluster.pools)
 
 
 def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
@@ -31,10 +34,12 @@ def plan_table(result: PlanResult) -> str:
     lines: list[str] = []
     for plan in result.deployments.values():
         lines.append(condition_line(plan))
-        rows = [[r.name, r.cluster, str(r.index), ",".join(r.pools), str(r.node_cost()), r.status]
-                for r in plan.replicas]
+        whole_nodes = result.unit == "nodes"
+        rows = [[r.name, r.cluster, str(r.index), ",".join(r.pools),
+                 str(r.node_cost() if whole_nodes else r.device_count()), r.status] for r in plan.replicas]
         if rows:
-            lines += _table(["REPLICA", "CLUSTER", "INDEX", "POOLS", "NODES", "STATUS"], rows)
+            lines += _table(["REPLICA", "CLUSTER", "INDEX", "POOLS", "NODES" if whole_nodes else "DEVICES", "STATUS"],
+                            rows)
         for removed in plan.removed:
             lines.append(f"  - {removed.replica.name} leaves {removed.replica.cluster}: {removed.reason.summary} "
                          f"({removed.reason.detail})")
@@ -49,22 +54,32 @@ def plan_table(result: PlanResult) -> str:
     for cluster in result.clusters:
         pools = _pools_used(result, cluster, " ")
         rows.append([cluster.name, str(counts.get(cluster.name, 0)), pools or "-"])
-    lines.append("Clusters (nodes used/declared per pool):")
+    lines.append(f"Clusters ({result.unit} used/declared per pool):")
     lines += _table(["CLUSTER", "REPLICAS", "POOLS"], rows)
     return "\n".join(lines) + "\n"
 
 
 def explain_table(explanation: Explanation) -> str:
     lines = [condition_line(explanation.plan)]
+    tiers = explanation.tiers
     rows = []
     for verdict in explanation.verdicts:
         if verdict.available:
             text = "available"
         else:
             text = "; ".join(r.detail for r in verdict.reasons)
-        rows.append([verdict.cluster, str(verdict.hosts), text])
-    lines += _table(["CLUSTER", "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
+        tier = [str(tiers[verdict.cluster] + 1) if verdict.cluster in tiers else "-"] if tiers else []
+        rows.append([verdict.cluster, *tier, str(verdict.hosts), text])
+    lines += _table(["CLUSTER", *(["TIER"] if tiers else []), "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
     lines.append(explanation.summary)
+    if tiers:
+        lines.append(f"Replicas by preference tier (failback: {explanation.failback}):")
+        for replica in explanation.plan.replicas:
+            better = explanation.why_not_better(replica.cluster)
+            tier = tiers[replica.cluster]
+            note = " (the most preferred)" if tier == 0 else "" if better else " (no cluster of a better tier is usable)"
+            lines.append(f"  {replica.name} on {replica.cluster}: tier {tier + 1}{note}")
+            lines += [f"    {line}" for line in better]
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +105,7 @@ def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, ta
     if command != "scale":
         on_cluster = sum(r.cluster == target for r in result.replicas())
         cluster = next(c for c in result.clusters if c.name == target)
-        pools = _pools_used(result, cluster, ", ", " nodes")
+        pools = _pools_used(result, cluster, ", ", f" {result.unit}")
         lines.append(f"{target}: {on_cluster} replica{'' if on_cluster == 1 else 's'}"
                      + (f" ({pools})" if pools else ""))
     return lines

@@ -25,6 +25,7 @@ from .model_cache import ModelCache
 from .model_deployment import ModelDeployment, deployment_name_problem
 from .model_service import ModelEndpoint, ModelService
 from .references import ANY, check_references
+from .scheduling import SchedulingConfig
 from .served_names import served_name_problems
 from .serving_stack import ServingStackConfig
 
@@ -62,6 +63,7 @@ KINDS: dict[str, KindSpec] = {
     "modelEndpoints": KindSpec(ModelEndpoint, "namespaced", syntax.dns_1035_label_problem),
     "servingStack": KindSpec(ServingStackConfig, "single"),
     "mirror": KindSpec(Mirror, "single"),
+    "scheduling": KindSpec(SchedulingConfig, "single"),
 }
 
 _FLEET_FIELDS = {
@@ -69,6 +71,7 @@ _FLEET_FIELDS = {
     "inferenceGateway": "inference_gateway", "modelDeployments": "model_deployments",
     "modelServices": "model_services", "modelCaches": "model_caches", "modelEndpoints": "model_endpoints",
     "servingStack": "serving_stack", "mirror": "mirror",
+    "scheduling": "scheduling",
 }
 
 

@@ -9,6 +9,7 @@ from . import syntax
 from .common import (ApiModel, DnsLabel, DnsSubdomain, LabelSelector, LocalRef, Rules, SingleLine, UserAnnotations,
                      UserLabels, _checked, duplicates)
 from .errors import shown
+from .scheduling import PlacementPolicy
 
 ENGINE_CONTAINER = "engine"
 MAX_CEL_LENGTH = 10240
@@ -258,6 +259,7 @@ MAX_DEPLOYMENT_NAME = 53
 class ModelDeployment(ApiModel):
     replicas: int = Field(ge=0, le=10)  # 0 parks the model: its config stays, no replica runs
     template: DeploymentTemplate
+    placement: PlacementPolicy | None = None  # preference tiers and failback; fields unset: the fleet's default
 
     @property
     def spec(self) -> DeploymentSpec:

@@ -29,7 +29,7 @@ from .expected import Discovery, Rendered, fetch, read_render
 from .kube_api import ApiError, KubeApi, object_path
 from .kubelet import FakeKubelet, node_groups
 from .pulumi_cli import STACK, PulumiProject, Run
-from . import selector_cases
+from . import packing_cases, selector_cases
 from .front_door_xds import TranslateError, expected_from, front_door_problems, translate
 from .status_checks import status_matches_the_fleet, status_reports_a_stopped_cluster
 
@@ -326,6 +326,15 @@ class Scenario:
         self.report.check(f"our CEL answers agree with kube-scheduler's allocator on {len(results)} purpose-built cases",
                           not disagree, f"disagree: {disagree}" if disagree else "")
 
+    def packing_agrees(self) -> None:
+        """Device-granular plans against the allocator: planned pods bound, short ones Pending (tests/e2e/packing_cases.py)."""
+        results = packing_cases.run_cases(self.api(self.gateway_cluster))
+        print(packing_cases.report(results), flush=True)
+        disagree = [r.name for r in results if not r.agree]
+        self.report.check(f"device-granular plans agree with kube-scheduler's allocator on {len(results)} packing cases "
+                          "(8 one-device pods on one 8-device node, 4+2+1+1, a fragmented pool short)",
+                          not disagree, f"disagree: {disagree}" if disagree else "")
+
     def secrets_stay_secret(self) -> None:
         text = self.project.state_file().read_text()
         leaks = [f"{c}: {what}" for c, e in self.control_planes.endpoints.items()
@@ -538,6 +547,7 @@ class Scenario:
                                                             self.venv / "bin" / "python"))
                 self.secrets_stay_secret()
                 self.selectors_agree()
+                self.packing_agrees()
                 self.drain_story()
                 self.cluster_goes_away()
                 self.destroy_with_a_cluster_gone()
