@@ -144,12 +144,12 @@ def write_mirror(stacks: Sequence[ClusterStack], out: Path, crd_dir: Path) -> li
     or manifest component with no stand-in defined here, and for a CRD file that is missing from
     `crd_dir` or is not the pinned one.
     """
-    crds = _PinnedCRDs(crd_dir)
+    crds = PinnedCRDs(crd_dir)
     charts: dict[tuple[str, str], None] = {}
     manifests: dict[str, RemoteManifest] = {}
     for stack in stacks:
         for release in stack.releases:
-            charts[(_chart_name(release), release.version)] = None
+            charts[(chart_name(release), release.version)] = None
         for manifest in stack.remote_manifests:
             manifests.setdefault(_manifest_file(manifest), with_pinned_digest(manifest))
     stand_ins = []
@@ -186,7 +186,7 @@ def stand_in_report(stand_ins: Sequence[StandIn]) -> str:
 
 # --- chart archives ----------------------------------------------------------------------------------
 
-def chart_archive(chart: str, version: str, plan: ChartPlan, crds: _PinnedCRDs) -> bytes:
+def chart_archive(chart: str, version: str, plan: ChartPlan, crds: PinnedCRDs) -> bytes:
     """The `.tgz` of one stand-in chart: `<chart>/Chart.yaml`, `crds/` or `templates/` CRDs, DeviceClass templates."""
     metadata = {"apiVersion": "v2", "name": chart, "version": version, "type": "application",
                 "description": f"modelplane e2e stand-in for {chart} {version} (tests/e2e/charts.py)"}
@@ -225,7 +225,7 @@ def crd_name(path: str) -> str:
     return f"{plural}.{group}"
 
 
-class _PinnedCRDs:
+class PinnedCRDs:
     """The pinned CRD files of `crd_dir`, each checked against its SHA-256 in tests/upstream-crds.toml."""
 
     def __init__(self, crd_dir: Path) -> None:
@@ -245,7 +245,7 @@ class _PinnedCRDs:
         return self.cache[path]
 
 
-def _chart_name(release: HelmRelease) -> str:
+def chart_name(release: HelmRelease) -> str:
     """The chart's name, also when the release already points into a folder mirror (`<dir>/<chart>-<version>.tgz`)."""
     if release.repository:
         return release.chart
