@@ -173,7 +173,7 @@ class LwsFleet(LocalFleet):
                               self.logs / f"{name}-lws-controller.log")
 
     def _start_lws(self, name: str) -> None:
-        """Start the controller and return once its webhooks answer (it watches from its first second)."""
+        """Start the controller and return once its webhook server answers with our certificate."""
         proc, ca = self.lws[name], self._files(name).ca_crt
         proc.start()
         self._wait(lambda: webhook_serving(self.webhook_ports[name], ca), name, proc, READY_TIMEOUT,
