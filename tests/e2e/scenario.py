@@ -30,7 +30,7 @@ from .kube_api import ApiError, KubeApi, object_path
 from .kubelet import FakeKubelet, node_groups
 from .lws_controller import LwsFleet, clusters_running_lws
 from .pulumi_cli import STACK, PulumiProject, Run
-from . import packing_cases, selector_cases
+from . import packing_cases, selector_cases, tiers_story
 from .front_door_xds import TranslateError, expected_from, front_door_problems, translate
 from .status_checks import status_matches_the_fleet, status_reports_a_stopped_cluster
 
@@ -527,6 +527,7 @@ class Scenario:
                 self.selectors_agree()
                 self.packing_agrees()
                 self.drain_story()
+                tiers_story.run(self)  # preference tiers on their own pools; removes its deployments at the end
                 self.cluster_goes_away()
                 self.destroy_with_a_cluster_gone()
                 self.destroy_leaves_nothing([c for c in self.cluster_names if c != self.LOST])
