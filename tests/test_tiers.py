@@ -80,6 +80,19 @@ def test_failback_never_takes_room_from_another_deployment():
     assert not any(r.reason.code == "FailedBack" for r in grown.removed())
 
 
+def test_failback_waits_a_plan_for_room_another_deployment_frees_in_the_same_plan():
+    """Pulumi deletes a removed replica only after every create has rolled out: a replacement counting on its room
+    would wait for ever. The move comes with the next plan, once the room is really free."""
+    first = plan(fleet_of(own=1), {"ml": {"d": tiered(2, "WhenRoom"), "a": tiered(1)}})
+    assert clusters_of(first, "a") == ["own"] and sorted(clusters_of(first, "d")) == ["res", "res"]
+    freed = plan(fleet_of(own=1), {"ml": {"d": tiered(2, "WhenRoom"), "a": tiered(0)}}, previous=first)
+    assert [r.replica.cluster for r in freed.removed()] == ["own"]  # the a's replica goes: nothing moves in
+    assert sorted(clusters_of(freed, "d")) == ["res", "res"]
+    after = plan(fleet_of(own=1), {"ml": {"d": tiered(2, "WhenRoom"), "a": tiered(0)}}, previous=freed)
+    assert sorted(clusters_of(after, "d")) == ["own", "res"]
+    assert [r.reason.code for r in after.removed()] == ["FailedBack"]
+
+
 def test_a_cluster_in_no_tier_is_not_used_and_explain_says_why():
     body = deployment(replicas=2)
     body["placement"] = {"preferences": [{"clusterSelector": {"matchLabels": RACK}}]}

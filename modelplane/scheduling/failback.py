@@ -6,7 +6,10 @@ index, then cluster name), to the most preferred cluster that can take one more 
 as it stands: nothing is evicted, and a missing replica never loses room to a move. The replica
 that leaves keeps its capacity charged for the rest of the plan (make-before-break: Pulumi creates
 the replacement, and it is ready, before the old one is deleted, as for a drain). A move only ever
-goes to a strictly better tier, so replicas never flap.
+goes to a strictly better tier, so replicas never flap. A cluster where this plan removes a replica (a
+scale-in, a drop) takes no move until the next plan: the room it frees exists only once `pulumi up` has
+deleted that replica, which it does after the replacement has rolled out, so a replacement counting on
+it would wait for ever.
 """
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ from .snapshot import Cluster, Workload
 
 
 def fail_back(workload: Workload, kept: list[PlacedReplica], placed: list[PlacedReplica], eligible: list[Cluster],
-              tiers: dict[str, int], fit: Fit, ledger: Ledger) -> list[RemovedReplica]:
-    """Move kept replicas to better tiers (appending the new ones to `placed`, dropping the old from `kept`)."""
+              tiers: dict[str, int], fit: Fit, ledger: Ledger, freeing: set[str]) -> list[RemovedReplica]:
+    """Move kept replicas to better tiers (appending the new ones to `placed`, dropping the old from `kept`), never
+    to a cluster in `freeing` (one where this plan removes a replica)."""
     moved: list[RemovedReplica] = []
     movable = sorted((r for r in kept if tiers.get(r.cluster, 0) > 0),
                      key=lambda r: (-tiers[r.cluster], -r.index, r.cluster))
@@ -30,7 +34,7 @@ def fail_back(workload: Workload, kept: list[PlacedReplica], placed: list[Placed
         load: dict[str, int] = {}
         for other in kept + placed:
             load[other.cluster] = load.get(other.cluster, 0) + 1
-        better = sorted((c for c in eligible if tiers[c.name] < was),
+        better = sorted((c for c in eligible if tiers[c.name] < was and c.name not in freeing),
                         key=lambda c: (tiers[c.name], load.get(c.name, 0), c.name))
         for cluster in better:
             found = place_engines(cluster, workload, fit, ledger)

@@ -72,10 +72,13 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     full: dict[tuple, set[str]] = {}  # per signature: clusters that could not take one; the ledger only shrinks
     placed = {w.key: _fill(w, retained[w.key], verdicts.eligible(w), fits[w.key], ledger,
                            full.setdefault(w.signature, set()), verdicts.tiers(w)) for w in workloads}
+    # Room a replica removed in this plan leaves is only free once `pulumi up` deletes it, after every create has
+    # rolled out: a move never waits on it (it would wait for ever). Such clusters take moves from the next plan on.
+    freeing = {gone.replica.cluster for gone in removed}
     for workload in workloads:  # after every fill: a move never takes room a missing replica could use
         if workload.failback == "WhenRoom" and workload.tiers:
             removed += fail_back(workload, retained[workload.key], placed[workload.key], verdicts.eligible(workload),
-                                 verdicts.tiers(workload), fits[workload.key], ledger)
+                                 verdicts.tiers(workload), fits[workload.key], ledger, freeing)
     _name_replicas(fleet, workloads, retained, placed, removed, stamped)
 
     removed_from: dict[NamespacedName, list[RemovedReplica]] = {}

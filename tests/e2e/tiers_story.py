@@ -9,9 +9,9 @@ scenario see the fleet as the drain story left it. Tier 1 is gpu-eu-west, tier 2
        fill (2 + 2), tiered's other 3 overflow to tier 2.
     2. `modelplane scale` tiered to 4: the replica removed is a tier-2 one.
     3. `modelplane scale` tier-filler to 0: tier 1 has room for 2, and failback Never moves nothing. (Room is
-       made in its own `up`, under Never: with WhenRoom, the plan that scales tier-filler down already moves a
-       replica into the devices it frees, and Pulumi creates that replacement, awaiting its rollout, before it
-       deletes tier-filler's pods, which still hold them.)
+       made in its own `up`. Under WhenRoom the plan that scales tier-filler down would not move a replica
+       either: the scheduler waits a plan for room freed in the same plan, since Pulumi creates a replacement,
+       awaiting its rollout, before it deletes tier-filler's pods, which still hold the devices.)
     4. failback WhenRoom, maxMovesPerPlan 1: one `up` moves exactly one replica back (the limit, not the room,
        binds); its replacement completes before the old replica is deleted (the engine's event order).
     5. the next `up` moves the last tier-2 replica; 6. the one after changes nothing (no flapping).
