@@ -5,6 +5,7 @@ live fleet is degraded (docs/status.md); `plan --detailed-exitcode` exits 3 when
 of replicas; 130 on Ctrl-C and 141 when the reader of the output went away (`| head`), as a shell
 reports a command killed by SIGINT or SIGPIPE, quietly.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,72 +37,97 @@ DOCS = "docs"  # the docs/ folder of the modelplane checkout
 
 # Per command: its description and examples for `--help` (the docs page is named after it).
 HELP: dict[str, tuple[str, str, str]] = {
-    "validate": ("check a stack's config and list every problem",
-                 "Checks the stack file offline (no Pulumi CLI, no cluster) and lists every problem with its config "
-                 "path and line; exit 2 if there is any.",
-                 "modelplane validate -s demo\nmodelplane validate --config stacks/Pulumi.prod.yaml\n"
-                 "modelplane validate            # the stack `pulumi stack select` chose\n|config.md"),
-    "plan": ("show where every replica goes (the placement preview)",
-             "Validates the stack, runs the fleet scheduler and prints where each replica goes.",
-             "modelplane plan -s demo\nmodelplane plan -s demo -o yaml\n"
-             "modelplane plan -s demo --previous placement.json   # against the last `pulumi up`\n"
-             "modelplane plan -s demo --detailed-exitcode || echo \"exit $?: short\"\n|placement.md"),
-    "explain": ("why each cluster does or does not take a deployment's replicas",
-                "For each deployment named, each cluster and pool: whether it takes replicas, and if not why.",
-                "modelplane explain ml-team/mock-demo -s demo\n|placement.md"),
-    "render": ("write every Kubernetes object and Helm release of the fleet as YAML",
-               "Writes one folder per cluster under --out: each Kubernetes object as NNN-<kind>-<namespace>-<name>.yaml "
-               "in apply order, and beside them what `pulumi up` handles itself: remote-manifests.yaml (CRD "
-               "manifests), helm-releases.yaml and placeholders.yaml. Shows progress on a terminal.",
-               "modelplane render -s demo --out manifests\n|rendering.md"),
-    "sources": ("list every Helm chart and CRD manifest the fleet fetches, and the commands that fill a mirror "
-                "for air-gapped sites",
-                "Lists what the fleet downloads at `pulumi up` and prints the commands that copy it into a mirror.",
-                "modelplane sources -s demo\nmodelplane sources -s demo -o json\n|air-gapped.md"),
-    "status": ("the live fleet after `pulumi up`: per replica its pods, claims, endpoint health and drift from the "
-               "last placement",
-               "Reads every cluster of the stack and probes each replica's endpoint; exit 1 when the fleet is "
-               "degraded.",
-               "modelplane status -s demo\nmodelplane status -s demo --kubeconfig-dir ./kubeconfigs -o json\n"
-               "|status.md"),
-    "scale": ("set a deployment's replicas in the stack file",
-              "Sets modelDeployments.<namespace>.<name>.replicas in the stack file (0 parks the model: no replicas, "
-              "its config kept), validated before it is written, and shows the new plan.",
-              "modelplane scale ml-team/mock-demo --replicas 3 -s demo\n"
-              "modelplane scale ml-team/mock-demo --replicas 0 -s demo --dry-run   # the diff, nothing written\n"
-              "|runbook.md"),
-    "drain": ("taint a cluster in the stack file: no new replicas (NoSchedule), or move its replicas away "
-              "(NoExecute)",
-              "Adds a drain taint to the cluster in the stack file and shows the new plan.",
-              "modelplane drain gpu-eu-west -s demo\nmodelplane drain gpu-eu-west --effect NoExecute -s demo --dry-run\n"
-              "|runbook.md"),
-    "undrain": ("remove a cluster's drain taint from the stack file",
-                "Removes the drain taint from the cluster in the stack file and shows the new plan.",
-                "modelplane undrain gpu-eu-west -s demo\n|runbook.md"),
-    "mock-engine": ("run the mock OpenAI/Anthropic-compatible engine the demo deploys",
-                    "Serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/models and "
-                    "/health until Ctrl-C.",
-                    "HOSTNAME=laptop modelplane mock-engine --port 8000\n|mock-engine.md"),
-    "completion": ("print a shell completion script (bash, zsh or fish)",
-                   "Prints a script that completes modelplane's commands, options and their values.",
-                   "source <(modelplane completion bash)                       # this shell\n"
-                   "modelplane completion bash > ~/.local/share/bash-completion/completions/modelplane\n"
-                   "modelplane completion zsh > \"${fpath[1]}/_modelplane\"\n"
-                   "modelplane completion fish > ~/.config/fish/completions/modelplane.fish\n|README.md"),
+    "validate": (
+        "check a stack's config and list every problem",
+        "Checks the stack file offline (no Pulumi CLI, no cluster) and lists every problem with its config "
+        "path and line; exit 2 if there is any.",
+        "modelplane validate -s demo\nmodelplane validate --config stacks/Pulumi.prod.yaml\n"
+        "modelplane validate            # the stack `pulumi stack select` chose\n|config.md",
+    ),
+    "plan": (
+        "show where every replica goes (the placement preview)",
+        "Validates the stack, runs the fleet scheduler and prints where each replica goes.",
+        "modelplane plan -s demo\nmodelplane plan -s demo -o yaml\n"
+        "modelplane plan -s demo --previous placement.json   # against the last `pulumi up`\n"
+        'modelplane plan -s demo --detailed-exitcode || echo "exit $?: short"\n|placement.md',
+    ),
+    "explain": (
+        "why each cluster does or does not take a deployment's replicas",
+        "For each deployment named, each cluster and pool: whether it takes replicas, and if not why.",
+        "modelplane explain ml-team/mock-demo -s demo\n|placement.md",
+    ),
+    "render": (
+        "write every Kubernetes object and Helm release of the fleet as YAML",
+        "Writes one folder per cluster under --out: each Kubernetes object as NNN-<kind>-<namespace>-<name>.yaml "
+        "in apply order, and beside them what `pulumi up` handles itself: remote-manifests.yaml (CRD "
+        "manifests), helm-releases.yaml and placeholders.yaml. Shows progress on a terminal.",
+        "modelplane render -s demo --out manifests\n|rendering.md",
+    ),
+    "sources": (
+        "list every Helm chart and CRD manifest the fleet fetches, and the commands that fill a mirror "
+        "for air-gapped sites",
+        "Lists what the fleet downloads at `pulumi up` and prints the commands that copy it into a mirror.",
+        "modelplane sources -s demo\nmodelplane sources -s demo -o json\n|air-gapped.md",
+    ),
+    "status": (
+        "the live fleet after `pulumi up`: per replica its pods, claims, endpoint health and drift from the "
+        "last placement",
+        "Reads every cluster of the stack and probes each replica's endpoint; exit 1 when the fleet is degraded.",
+        "modelplane status -s demo\nmodelplane status -s demo --kubeconfig-dir ./kubeconfigs -o json\n|status.md",
+    ),
+    "scale": (
+        "set a deployment's replicas in the stack file",
+        "Sets modelDeployments.<namespace>.<name>.replicas in the stack file (0 parks the model: no replicas, "
+        "its config kept), validated before it is written, and shows the new plan.",
+        "modelplane scale ml-team/mock-demo --replicas 3 -s demo\n"
+        "modelplane scale ml-team/mock-demo --replicas 0 -s demo --dry-run   # the diff, nothing written\n"
+        "|runbook.md",
+    ),
+    "drain": (
+        "taint a cluster in the stack file: no new replicas (NoSchedule), or move its replicas away (NoExecute)",
+        "Adds a drain taint to the cluster in the stack file and shows the new plan.",
+        "modelplane drain gpu-eu-west -s demo\nmodelplane drain gpu-eu-west --effect NoExecute -s demo --dry-run\n"
+        "|runbook.md",
+    ),
+    "undrain": (
+        "remove a cluster's drain taint from the stack file",
+        "Removes the drain taint from the cluster in the stack file and shows the new plan.",
+        "modelplane undrain gpu-eu-west -s demo\n|runbook.md",
+    ),
+    "mock-engine": (
+        "run the mock OpenAI/Anthropic-compatible engine the demo deploys",
+        "Serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/models and "
+        "/health until Ctrl-C.",
+        "HOSTNAME=laptop modelplane mock-engine --port 8000\n|mock-engine.md",
+    ),
+    "completion": (
+        "print a shell completion script (bash, zsh or fish)",
+        "Prints a script that completes modelplane's commands, options and their values.",
+        "source <(modelplane completion bash)                       # this shell\n"
+        "modelplane completion bash > ~/.local/share/bash-completion/completions/modelplane\n"
+        'modelplane completion zsh > "${fpath[1]}/_modelplane"\n'
+        "modelplane completion fish > ~/.config/fish/completions/modelplane.fish\n|README.md",
+    ),
 }
 SHELLS = ("bash", "zsh", "fish")
-STACK_HELP = ("stack name: reads <project>/stacks/Pulumi.<stack>.yaml; a fully-qualified name (org/demo, "
-              "org/project/demo) reads Pulumi.demo.yaml. Default: the stack `pulumi stack select` chose")
+STACK_HELP = (
+    "stack name: reads <project>/stacks/Pulumi.<stack>.yaml; a fully-qualified name (org/demo, "
+    "org/project/demo) reads Pulumi.demo.yaml. Default: the stack `pulumi stack select` chose"
+)
 
 
 def _command(commands, name: str) -> argparse.ArgumentParser:
     short, description, examples = HELP[name]
     examples, _, page = examples.rpartition("|")
     link = f"{DOCS}/{page}" if page != "README.md" else page
-    epilog = ("examples:\n" + "".join(f"  {line}\n" for line in examples.strip().splitlines())
-              + f"\ndocs: {link} in the modelplane checkout")
-    return commands.add_parser(name, help=short, description=description, epilog=epilog,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    epilog = (
+        "examples:\n"
+        + "".join(f"  {line}\n" for line in examples.strip().splitlines())
+        + f"\ndocs: {link} in the modelplane checkout"
+    )
+    return commands.add_parser(
+        name, help=short, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def _stack_source(parser: argparse.ArgumentParser) -> None:
@@ -116,22 +142,31 @@ def _output(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("table"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="modelplane", description="Fleet control plane for AI inference.",
+        prog="modelplane",
+        description="Fleet control plane for AI inference.",
         epilog="Every command that reads a stack takes -s/--stack NAME or --config FILE; without either it uses "
-               f"the stack `pulumi stack select` chose for this project. Docs: README.md and {DOCS}/ in the "
-               "modelplane checkout.")
+        f"the stack `pulumi stack select` chose for this project. Docs: README.md and {DOCS}/ in the "
+        "modelplane checkout.",
+    )
     parser.add_argument("--version", action="version", version=f"modelplane {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     validate = _command(commands, "validate")
     _stack_source(validate)
     plan = _command(commands, "plan")
     _stack_source(plan)
-    plan.add_argument("--previous", type=Path, metavar="FILE",
-                      help="the last placement (`pulumi stack output placement --json` or `plan --output json`)")
+    plan.add_argument(
+        "--previous",
+        type=Path,
+        metavar="FILE",
+        help="the last placement (`pulumi stack output placement --json` or `plan --output json`)",
+    )
     _output(plan)
-    plan.add_argument("--detailed-exitcode", action="store_true",
-                      help=f"exit {EXIT_SHORT} when a deployment is short of replicas (0: every replica placed; "
-                           f"{EXIT_INVALID}: invalid input, as always)")
+    plan.add_argument(
+        "--detailed-exitcode",
+        action="store_true",
+        help=f"exit {EXIT_SHORT} when a deployment is short of replicas (0: every replica placed; "
+        f"{EXIT_INVALID}: invalid input, as always)",
+    )
     explain = _command(commands, "explain")
     explain.add_argument("deployments", nargs="+", metavar="NAMESPACE/DEPLOYMENT")
     _stack_source(explain)
@@ -145,14 +180,25 @@ def build_parser() -> argparse.ArgumentParser:
     _output(sources)
     status = _command(commands, "status")
     _stack_source(status)
-    status.add_argument("--previous", type=Path, metavar="FILE",
-                        help="the last `pulumi up`'s placement (default: the stack output `placement`, read with pulumi)")
-    status.add_argument("--kubeconfig-dir", type=Path, metavar="DIR",
-                        help="one kubeconfig per cluster, named <cluster>, <cluster>.yaml, <cluster>.yml or "
-                             "<cluster>.kubeconfig (default: the stack output `kubeconfigs`, else the stack's secret "
-                             "config)")
-    status.add_argument("--no-probe", action="store_true",
-                        help="skip the endpoint probe (the front door's health check, made from this machine)")
+    status.add_argument(
+        "--previous",
+        type=Path,
+        metavar="FILE",
+        help="the last `pulumi up`'s placement (default: the stack output `placement`, read with pulumi)",
+    )
+    status.add_argument(
+        "--kubeconfig-dir",
+        type=Path,
+        metavar="DIR",
+        help="one kubeconfig per cluster, named <cluster>, <cluster>.yaml, <cluster>.yml or "
+        "<cluster>.kubeconfig (default: the stack output `kubeconfigs`, else the stack's secret "
+        "config)",
+    )
+    status.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the endpoint probe (the front door's health check, made from this machine)",
+    )
     _output(status, ("table", "json"))
     scale = _command(commands, "scale")
     scale.add_argument("deployment", metavar="NAMESPACE/DEPLOYMENT")
@@ -177,13 +223,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _edit_options(parser: argparse.ArgumentParser) -> None:
     _stack_source(parser)
-    parser.add_argument("--previous", type=Path, metavar="FILE",
-                        help="the last placement: the new plan is shown against it")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the change to the stack file as a diff and the new plan; write nothing")
+    parser.add_argument(
+        "--previous", type=Path, metavar="FILE", help="the last placement: the new plan is shown against it"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the change to the stack file as a diff and the new plan; write nothing",
+    )
 
 
 # --- which stack: --stack, --config, else Pulumi's selected stack -------------------------------------
+
 
 def stack_short_name(stack: str) -> str:
     """`org/demo` and `org/project/demo` (Pulumi's fully-qualified names) -> `demo`: the stack file's name."""
@@ -242,14 +293,17 @@ def resolve_stack(args: argparse.Namespace) -> Path:
     if args.stack is None:
         args.stack = selected_stack(project_dir)
         if args.stack is None:
-            raise ModelplaneError(f"no stack given and none selected: pass -s/--stack NAME or --config FILE, or select "
-                                  f"one with `pulumi stack select NAME` (recorded in "
-                                  f"{pulumi_workspace_file(project_dir)})")
+            raise ModelplaneError(
+                f"no stack given and none selected: pass -s/--stack NAME or --config FILE, or select "
+                f"one with `pulumi stack select NAME` (recorded in "
+                f"{pulumi_workspace_file(project_dir)})"
+            )
     return stack_file_path(stack_short_name(args.stack), project_dir)
 
 
 def resolve_stack_file(stack: str | None, config: Path | None) -> Path:
     return resolve_stack(argparse.Namespace(stack=stack, config=config))
+
 
 def load(args: argparse.Namespace) -> tuple[StackFile, Fleet]:
     return load_file(resolve_stack(args))
@@ -281,10 +335,12 @@ def _warn(stack_file: StackFile, fleet: Fleet) -> None:
     for warning in fleet.warnings:
         print(f"warning: {_located(stack_file, warning)}", file=sys.stderr)
     if stack_file.environments:
-        print(f"warning: {_shown(stack_file.path)} imports Pulumi ESC environments ({', '.join(stack_file.environments)}); "
-              "modelplane reads only the file's own config:, so values those environments set are not seen here "
-              "(`pulumi up` sees them): to check them, `pulumi config --show-secrets --json` shows the merged config",
-              file=sys.stderr)
+        print(
+            f"warning: {_shown(stack_file.path)} imports Pulumi ESC environments ({', '.join(stack_file.environments)}); "
+            "modelplane reads only the file's own config:, so values those environments set are not seen here "
+            "(`pulumi up` sees them): to check them, `pulumi config --show-secrets --json` shows the merged config",
+            file=sys.stderr,
+        )
 
 
 def _located(stack_file: StackFile | None, issue) -> str:
@@ -312,22 +368,31 @@ def _existing_cluster_notes(stack_file: StackFile, fleet: Fleet) -> list[str]:
         if cluster.cluster.source != "Existing":
             continue
         rendered = workload_stack(fleet, name)  # what `modelplane render` and `pulumi up` deploy there
-        releases = "; ".join(f"{component}: " + ", ".join(map(_release_text, group))
-                             for component, group in by_component(rendered.releases))
+        releases = "; ".join(
+            f"{component}: " + ", ".join(map(_release_text, group))
+            for component, group in by_component(rendered.releases)
+        )
         crds = _manifests_text(rendered)
-        cluster_scoped = ", ".join(f"{o['kind']} {o['metadata']['name']}"
-                                   for o in rendered.cluster_objects + rendered.objects if "namespace" not in o["metadata"])
+        cluster_scoped = ", ".join(
+            f"{o['kind']} {o['metadata']['name']}"
+            for o in rendered.cluster_objects + rendered.objects
+            if "namespace" not in o["metadata"]
+        )
         stack = fleet.serving_stack_for(name)
-        header = ConfigIssue(("inferenceClusters", name, "cluster", "source"),
-                             f"an Existing cluster: it needs Kubernetes {MIN_KUBERNETES_VERSION}+ with "
-                             "resource.k8s.io/v1 (not checked offline), and modelplane installs there:")
+        header = ConfigIssue(
+            ("inferenceClusters", name, "cluster", "source"),
+            f"an Existing cluster: it needs Kubernetes {MIN_KUBERNETES_VERSION}+ with "
+            "resource.k8s.io/v1 (not checked offline), and modelplane installs there:",
+        )
         preinstalled = [c for c in COMPONENTS if c in stack.preinstalled]
-        lines += [f"warning: {_located(stack_file, header)}",
-                  f"  Helm releases: {releases or 'none'}",
-                  f"  CRD manifests: {crds}; cluster-scoped objects: {cluster_scoped}",
-                  f"  left alone (servingStack.preinstalled): {', '.join(preinstalled) or 'nothing'}; if the cluster "
-                  f"already runs more of these, add them to inferenceClusters.{name}.servingStack.preinstalled "
-                  f"(known: {', '.join(COMPONENTS)})"]
+        lines += [
+            f"warning: {_located(stack_file, header)}",
+            f"  Helm releases: {releases or 'none'}",
+            f"  CRD manifests: {crds}; cluster-scoped objects: {cluster_scoped}",
+            f"  left alone (servingStack.preinstalled): {', '.join(preinstalled) or 'nothing'}; if the cluster "
+            f"already runs more of these, add them to inferenceClusters.{name}.servingStack.preinstalled "
+            f"(known: {', '.join(COMPONENTS)})",
+        ]
     return lines + _existing_front_door_notes(stack_file, fleet)
 
 
@@ -341,13 +406,16 @@ def _existing_front_door_notes(stack_file: StackFile, fleet: Fleet) -> list[str]
     rendered = front_door_stack(fleet)  # what `modelplane render` and `pulumi up` deploy there
     releases = ", ".join(map(_release_text, rendered.releases))
     crds = _manifests_text(rendered)
-    header = ConfigIssue(("inferenceGateway", "cluster", "source"),
-                         "an Existing front-door cluster: modelplane installs there:")
-    return [f"warning: {_located(stack_file, header)}",
-            f"  Helm releases: {releases or 'none'}",
-            f"  CRD manifests: {crds}",
-            f"  left alone (inferenceGateway.preinstalled): {', '.join(gateway.preinstalled) or 'nothing'}"
-            + ("" if gateway.preinstalled else _preinstalled_hint(gateway.proxy))]
+    header = ConfigIssue(
+        ("inferenceGateway", "cluster", "source"), "an Existing front-door cluster: modelplane installs there:"
+    )
+    return [
+        f"warning: {_located(stack_file, header)}",
+        f"  Helm releases: {releases or 'none'}",
+        f"  CRD manifests: {crds}",
+        f"  left alone (inferenceGateway.preinstalled): {', '.join(gateway.preinstalled) or 'nothing'}"
+        + ("" if gateway.preinstalled else _preinstalled_hint(gateway.proxy)),
+    ]
 
 
 def _preinstalled_hint(proxy: Proxy) -> str:
@@ -442,11 +510,15 @@ def cmd_render(args: argparse.Namespace) -> int:
     finally:
         progress.done()
     for w in written:
-        print(f"{args.out / w.cluster}: {w.remote_manifests} remote manifests, {w.objects} objects, "
-              f"{w.releases} Helm releases, {w.placeholders} placeholders")
+        print(
+            f"{args.out / w.cluster}: {w.remote_manifests} remote manifests, {w.objects} objects, "
+            f"{w.releases} Helm releases, {w.placeholders} placeholders"
+        )
     if any(w.placeholders for w in written):
-        print("placeholders (placeholders.yaml in each folder) stand for values known only once deployed, and secrets; "
-              "kind MetalLB ranges are carved from kind's default network here, from the real one by `pulumi up`")
+        print(
+            "placeholders (placeholders.yaml in each folder) stand for values known only once deployed, and secrets; "
+            "kind MetalLB ranges are carved from kind's default network here, from the real one by `pulumi up`"
+        )
     for folder in removed:
         print(f"{folder}: removed (its cluster is no longer in the fleet)")
     return EXIT_OK
@@ -477,8 +549,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     stack_file, fleet = load_file(path)
     _warn(stack_file, fleet)
     if sys.stderr.isatty():  # the reads take seconds per unreachable cluster: say what is going on
-        print(f"status: reading {len(fleet.inference_clusters)} clusters and probing their replicas...",
-              file=sys.stderr, flush=True)
+        print(
+            f"status: reading {len(fleet.inference_clusters)} clusters and probing their replicas...",
+            file=sys.stderr,
+            flush=True,
+        )
     return status.run(fleet, path, args)
 
 
@@ -535,8 +610,14 @@ def _edit_stack(args: argparse.Namespace, make_edit) -> int:
     flags = [f"--stack {shlex.quote(stack)}"] + ([] if args.stack else [f"--config-file {shlex.quote(str(path))}"])
     if args.dry_run:
         print(f"dry run: {_shown(path)} would change as follows; nothing written")
-        sys.stdout.writelines(difflib.unified_diff(text.splitlines(keepends=True), edit.text.splitlines(keepends=True),
-                                                   f"{_shown(path)}", f"{_shown(path)} (edited)"))
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                text.splitlines(keepends=True),
+                edit.text.splitlines(keepends=True),
+                f"{_shown(path)}",
+                f"{_shown(path)} (edited)",
+            )
+        )
     else:
         print(f"edited {_shown(path)}:")
     for change in edit.changes:
@@ -544,12 +625,17 @@ def _edit_stack(args: argparse.Namespace, make_edit) -> int:
     print("the same edit with the Pulumi CLI:")
     for command in edit.commands:
         words = command.words()
-        print(f"  pulumi config {words[0]} {' '.join(flags)} {words[1]} '{words[2]}'"
-              + "".join(f" {shlex.quote(w)}" for w in words[3:]))
+        print(
+            f"  pulumi config {words[0]} {' '.join(flags)} {words[1]} '{words[2]}'"
+            + "".join(f" {shlex.quote(w)}" for w in words[3:])
+        )
     result = schedule(fleet, previous)
     target = args.deployment if args.command == "scale" else args.cluster
-    print(f"plan against {_shown(args.previous)}:" if args.previous else
-          "plan as a first deployment (no --previous placement given):")
+    print(
+        f"plan against {_shown(args.previous)}:"
+        if args.previous
+        else "plan as a first deployment (no --previous placement given):"
+    )
     for line in views.plan_lines(result, previous, args.command, target):
         print(f"  {line}")
     source = f"--stack {shlex.quote(args.stack)}" if args.stack else f"--config {shlex.quote(_shown(path))}"
@@ -557,8 +643,10 @@ def _edit_stack(args: argparse.Namespace, make_edit) -> int:
     if args.dry_run:
         print("next: the same command without --dry-run writes it")
         return EXIT_OK
-    print(f"next: pulumi up {' '.join(flags)}  "
-          f"(to preview the placement offline: modelplane plan {source} --previous {placement})")
+    print(
+        f"next: pulumi up {' '.join(flags)}  "
+        f"(to preview the placement offline: modelplane plan {source} --previous {placement})"
+    )
     return EXIT_OK
 
 
@@ -588,9 +676,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        commands = {"validate": cmd_validate, "plan": cmd_plan, "explain": cmd_explain, "render": cmd_render,
-                    "sources": cmd_sources, "status": cmd_status, "scale": cmd_scale, "drain": cmd_drain,
-                    "undrain": cmd_undrain, "mock-engine": cmd_mock_engine, "completion": cmd_completion}
+        commands = {
+            "validate": cmd_validate,
+            "plan": cmd_plan,
+            "explain": cmd_explain,
+            "render": cmd_render,
+            "sources": cmd_sources,
+            "status": cmd_status,
+            "scale": cmd_scale,
+            "drain": cmd_drain,
+            "undrain": cmd_undrain,
+            "mock-engine": cmd_mock_engine,
+            "completion": cmd_completion,
+        }
         return commands[args.command](args)
     except ConfigError as error:
         stack_file = getattr(error, "stack_file", None)
@@ -600,8 +698,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for issue in error.issues:
             print(f"  {_located(stack_file, issue)}", file=sys.stderr)
         if getattr(error, "unchanged", False):
-            print(f"nothing written: the edit would make the stack invalid; {_shown(stack_file.path)} is unchanged",
-                  file=sys.stderr)
+            print(
+                f"nothing written: the edit would make the stack invalid; {_shown(stack_file.path)} is unchanged",
+                file=sys.stderr,
+            )
         return EXIT_INVALID
     except ModelplaneError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -11,6 +11,7 @@ The edits are pure (text in, text out) and raise ConfigError / ModelplaneError; 
 `write_atomically` are the functions here that touch the disk: the CLI holds `locked(path)` from
 reading the file to replacing it, so concurrent edits of one file queue up instead of losing one.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,7 +40,15 @@ from ruamel.yaml.error import YAMLError as RuamelError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
-from .api.errors import CONFIG_NAMESPACE, ConfigError, ConfigIssue, ModelplaneError, PathPart, StackFileError, format_path
+from .api.errors import (
+    CONFIG_NAMESPACE,
+    ConfigError,
+    ConfigIssue,
+    ModelplaneError,
+    PathPart,
+    StackFileError,
+    format_path,
+)
 
 DRAIN_KEY = "modelplane.ai/drain"
 EFFECTS = ("NoSchedule", "NoExecute")
@@ -89,6 +98,7 @@ class Edit:
 
 # --- the three runbook edits -------------------------------------------------------------------
 
+
 def scale(text: str, target: str, replicas: int) -> Edit:
     """Set `modelDeployments.<namespace>.<name>.replicas` (target: NAMESPACE/NAME)."""
     doc = _Document(text)
@@ -117,8 +127,11 @@ def drain(text: str, cluster: str, effect: Effect = "NoSchedule", key: str = DRA
     taint = {"key": key, "effect": effect}
     if taints_entry is None:
         new_text = doc.checked([doc.add_key(node, "taints", [taint])], base, [taint])
-        return Edit(new_text, (Change(base, None, [taint]),),
-                    (PulumiCommand("set", base + (0, "key"), key), PulumiCommand("set", base + (0, "effect"), effect)))
+        return Edit(
+            new_text,
+            (Change(base, None, [taint]),),
+            (PulumiCommand("set", base + (0, "key"), key), PulumiCommand("set", base + (0, "effect"), effect)),
+        )
     items, plain = doc.taints(base, taints_entry[1])
     matching = [i for i, t in enumerate(plain) if isinstance(t, dict) and t.get("key") == key]
     for i in matching:
@@ -128,7 +141,9 @@ def drain(text: str, cluster: str, effect: Effect = "NoSchedule", key: str = DRA
         i = matching[0]
         item = items.value[i]
         if not isinstance(item, MappingNode):
-            raise ConfigError([ConfigIssue(base + (i,), "must be a mapping with key and effect; fix it, then run again")])
+            raise ConfigError(
+                [ConfigIssue(base + (i,), "must be a mapping with key and effect; fix it, then run again")]
+            )
         old_effect = _entry(item, "effect")
         if old_effect is not None and isinstance(old_effect[1], ScalarNode) and not _is_null(old_effect[1]):
             splice = _replace_scalar(old_effect[1], effect)
@@ -140,8 +155,11 @@ def drain(text: str, cluster: str, effect: Effect = "NoSchedule", key: str = DRA
     index = len(plain)
     path = base + (index,)
     new_text = doc.checked([doc.append_item(items, taint)], base, plain + [taint])
-    return Edit(new_text, (Change(path, None, taint),),
-                (PulumiCommand("set", path + ("key",), key), PulumiCommand("set", path + ("effect",), effect)))
+    return Edit(
+        new_text,
+        (Change(path, None, taint),),
+        (PulumiCommand("set", path + ("key",), key), PulumiCommand("set", path + ("effect",), effect)),
+    )
 
 
 def undrain(text: str, cluster: str, key: str = DRAIN_KEY) -> Edit:
@@ -164,8 +182,9 @@ def undrain(text: str, cluster: str, key: str = DRAIN_KEY) -> Edit:
     for i in reversed(matching):  # one at a time, last first: each removal is checked on its own
         doc = _Document(new_text)
         del remaining[i]
-        new_text = doc.checked([doc.remove_item(doc.taints(base, _entry(doc.cluster(cluster), "taints")[1])[0], i)],
-                               base, list(remaining))
+        new_text = doc.checked(
+            [doc.remove_item(doc.taints(base, _entry(doc.cluster(cluster), "taints")[1])[0], i)], base, list(remaining)
+        )
     changes = tuple(Change(base + (i,), plain[i], None) for i in matching)
     commands = tuple(PulumiCommand("rm", base + (i,)) for i in reversed(matching))  # last first: indexes hold
     return Edit(new_text, changes, commands)
@@ -225,8 +244,12 @@ def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
         try:
             _wait_for_lock(fd, path, timeout)
         except OSError as error:
-            if isinstance(error, BlockingIOError) or error.errno not in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP,
-                                                                       errno.EINVAL):
+            if isinstance(error, BlockingIOError) or error.errno not in (
+                errno.EBADF,
+                errno.ENOLCK,
+                errno.EOPNOTSUPP,
+                errno.EINVAL,
+            ):
                 raise
             os.close(fd)
             fd = -1
@@ -235,8 +258,10 @@ def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
                 fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o666)
                 _wait_for_lock(fd, path, timeout)
             except OSError as lock_error:
-                raise ModelplaneError(f"cannot lock {path} for editing ({lock_file}: {lock_error.strerror}); nothing "
-                                      "changed: make its folder writable, or edit with `pulumi config set`") from None
+                raise ModelplaneError(
+                    f"cannot lock {path} for editing ({lock_file}: {lock_error.strerror}); nothing "
+                    "changed: make its folder writable, or edit with `pulumi config set`"
+                ) from None
         yield
     finally:
         if fd >= 0:
@@ -251,8 +276,10 @@ def _wait_for_lock(fd: int, path: Path, timeout: float) -> None:
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise ModelplaneError(f"another modelplane command is editing {path} (waited {timeout:g}s for it); "
-                                      "nothing changed: run this command again once it has finished") from None
+                raise ModelplaneError(
+                    f"another modelplane command is editing {path} (waited {timeout:g}s for it); "
+                    "nothing changed: run this command again once it has finished"
+                ) from None
             time.sleep(0.02)
 
 
@@ -274,16 +301,22 @@ def check_writable(path: Path) -> os.stat_result:
         raise StackFileError(f"cannot read stack file {path}: {error.strerror}") from None
     mode = stat.S_IMODE(info.st_mode)
     if not mode & 0o222:
-        raise ModelplaneError(f"{path} is read-only (mode {mode:04o}); nothing written: make it writable "
-                              f"(chmod u+w {shlex.quote(str(target))}) and run the command again, or edit it by hand")
+        raise ModelplaneError(
+            f"{path} is read-only (mode {mode:04o}); nothing written: make it writable "
+            f"(chmod u+w {shlex.quote(str(target))}) and run the command again, or edit it by hand"
+        )
     if not os.access(target, os.W_OK):
-        raise ModelplaneError(f"{path} is not writable by this user (owner uid {info.st_uid}, mode {mode:04o}; or it "
-                              "is immutable, or on a read-only file system); nothing written: run the command as a "
-                              "user who may write it, or fix its permissions")
+        raise ModelplaneError(
+            f"{path} is not writable by this user (owner uid {info.st_uid}, mode {mode:04o}; or it "
+            "is immutable, or on a read-only file system); nothing written: run the command as a "
+            "user who may write it, or fix its permissions"
+        )
     if not stat.S_IMODE(folder.st_mode) & 0o222 or not os.access(target.parent, os.W_OK | os.X_OK):
-        raise ModelplaneError(f"the folder {target.parent} is read-only; nothing written to {path}: the edit writes a "
-                              "new file there and renames it over the old one, so make the folder writable (for "
-                              f"example chmod u+w {shlex.quote(str(target.parent))}) and run the command again")
+        raise ModelplaneError(
+            f"the folder {target.parent} is read-only; nothing written to {path}: the edit writes a "
+            "new file there and renames it over the old one, so make the folder writable (for "
+            f"example chmod u+w {shlex.quote(str(target.parent))}) and run the command again"
+        )
     return info
 
 
@@ -307,7 +340,7 @@ def write_atomically(path: Path, text: str, old_text: str, check: Callable[[Path
             try:
                 data = memoryview(text.encode("utf-8"))
                 while data:
-                    data = data[os.write(fd, data):]
+                    data = data[os.write(fd, data) :]
                 _keep_owner_and_mode(fd, info, path)
                 os.fsync(fd)
             finally:
@@ -340,9 +373,11 @@ def _keep_owner_and_mode(fd: int, info: os.stat_result, path: Path) -> None:
         try:
             os.fchown(fd, info.st_uid, info.st_gid)
         except PermissionError:
-            raise ModelplaneError(f"cannot keep the owner and group of {path} (uid {info.st_uid}, gid {info.st_gid}) "
-                                  "on the edited file; nothing changed: run the command as its owner (or root), or "
-                                  "edit it by hand") from None
+            raise ModelplaneError(
+                f"cannot keep the owner and group of {path} (uid {info.st_uid}, gid {info.st_gid}) "
+                "on the edited file; nothing changed: run the command as its owner (or root), or "
+                "edit it by hand"
+            ) from None
     os.fchmod(fd, stat.S_IMODE(info.st_mode))
 
 
@@ -381,7 +416,9 @@ class _Document:
         except RuamelError as error:
             mark = getattr(error, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise StackFileError(f"the stack file is not valid YAML{where}: {getattr(error, 'problem', error)}") from None
+            raise StackFileError(
+                f"the stack file is not valid YAML{where}: {getattr(error, 'problem', error)}"
+            ) from None
         self.data = _plain(text)
         self.config = None
         if isinstance(self.root, MappingNode) and (found := _entry(self.root, "config")) is not None:
@@ -394,8 +431,13 @@ class _Document:
         if found is None or _is_null(found[1]):
             return None
         if not isinstance(found[1], MappingNode):
-            raise ConfigError([ConfigIssue((kind,), "must be a mapping keyed by name; fix it (see `modelplane validate`), "
-                                                    "then run again")])
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        (kind,), "must be a mapping keyed by name; fix it (see `modelplane validate`), then run again"
+                    )
+                ]
+            )
         return found[1]
 
     def deployment(self, target: str) -> tuple[str, str, MappingNode]:
@@ -412,37 +454,68 @@ class _Document:
             raise ConfigError([ConfigIssue(("modelDeployments",), "this stack has no ModelDeployments")])
         namespaces = dict(_pairs(section))
         if namespace not in namespaces:
-            raise ConfigError([ConfigIssue(("modelDeployments", namespace),
-                                           f"no ModelDeployments in namespace {namespace}"
-                                           + _did_you_mean(namespace, sorted(known), "namespaces"))])
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        ("modelDeployments", namespace),
+                        f"no ModelDeployments in namespace {namespace}"
+                        + _did_you_mean(namespace, sorted(known), "namespaces"),
+                    )
+                ]
+            )
         names = dict(_pairs(namespaces[namespace]))
         if name not in names:
-            raise ConfigError([ConfigIssue(("modelDeployments", namespace, name),
-                                           f"no ModelDeployment {namespace}/{name}"
-                                           + _did_you_mean(name, known[namespace], f"ModelDeployments in {namespace}"))])
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        ("modelDeployments", namespace, name),
+                        f"no ModelDeployment {namespace}/{name}"
+                        + _did_you_mean(name, known[namespace], f"ModelDeployments in {namespace}"),
+                    )
+                ]
+            )
         node = names[name]
         if not isinstance(node, MappingNode):
-            raise ConfigError([ConfigIssue(("modelDeployments", namespace, name),
-                                           "must be a mapping of fields; fix it (see `modelplane validate`), then run again")])
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        ("modelDeployments", namespace, name),
+                        "must be a mapping of fields; fix it (see `modelplane validate`), then run again",
+                    )
+                ]
+            )
         return namespace, name, node
 
     def cluster(self, name: str) -> MappingNode:
         section = self.section("inferenceClusters")
         clusters = dict(_pairs(section)) if section is not None else {}
         if name not in clusters:
-            raise ConfigError([ConfigIssue(("inferenceClusters", name), f"no InferenceCluster {name}"
-                                           + _did_you_mean(name, sorted(clusters), "InferenceClusters"))])
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        ("inferenceClusters", name),
+                        f"no InferenceCluster {name}" + _did_you_mean(name, sorted(clusters), "InferenceClusters"),
+                    )
+                ]
+            )
         node = clusters[name]
         if not isinstance(node, MappingNode):
-            raise ConfigError([ConfigIssue(("inferenceClusters", name),
-                                           "must be a mapping of fields; fix it (see `modelplane validate`), then run again")])
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        ("inferenceClusters", name),
+                        "must be a mapping of fields; fix it (see `modelplane validate`), then run again",
+                    )
+                ]
+            )
         return node
 
     def taints(self, path: tuple, node: Node) -> tuple[SequenceNode, list]:
         plain = self.plain_at(path)
         if not isinstance(node, SequenceNode) or not isinstance(plain, list) or len(plain) != len(node.value):
-            raise ConfigError([ConfigIssue(path, "must be a list of {key, effect} taints; fix it (or remove it), "
-                                                 "then run again")])
+            raise ConfigError(
+                [ConfigIssue(path, "must be a list of {key, effect} taints; fix it (or remove it), then run again")]
+            )
         return node, plain
 
     def plain_at(self, path: tuple) -> Any:
@@ -480,7 +553,9 @@ class _Document:
     def remove_key(self, mapping: MappingNode, entry: tuple[Node, Node]) -> _Splice:
         key, value = entry
         if mapping.flow_style:
-            return self._flow_remove(mapping.value, mapping.value.index(entry), lambda pair: pair[0], lambda pair: pair[1])
+            return self._flow_remove(
+                mapping.value, mapping.value.index(entry), lambda pair: pair[0], lambda pair: pair[1]
+            )
         return self._remove_lines(key.start_mark.index, _content_end(value), r"[ \t]*")
 
     def remove_item(self, sequence: SequenceNode, index: int) -> _Splice:
@@ -525,7 +600,7 @@ class _Document:
         """Apply the splices; the new text must load to the old data with only `path` set to `value`."""
         text = self.text
         for splice in sorted(splices, key=lambda s: s.start, reverse=True):
-            text = text[:splice.start] + splice.text + text[splice.end:]
+            text = text[: splice.start] + splice.text + text[splice.end :]
         expected = copy.deepcopy(self.data)
         parent = expected["config"]
         parts = (f"{CONFIG_NAMESPACE}:{path[0]}",) + tuple(path[1:])
@@ -552,9 +627,12 @@ class _Document:
 
 # --- helpers -----------------------------------------------------------------------------------
 
+
 def _unsafe() -> ModelplaneError:
-    return ModelplaneError("this stack file is laid out in a way the edit cannot change without touching other lines; "
-                           "nothing written: make the change by hand or with the `pulumi config` command")
+    return ModelplaneError(
+        "this stack file is laid out in a way the edit cannot change without touching other lines; "
+        "nothing written: make the change by hand or with the `pulumi config` command"
+    )
 
 
 def _plain(text: str) -> Any:

@@ -1,5 +1,6 @@
 """Text views of a plan (pure formatting): the placement table, the per-cluster verdicts, the lines an
 edit prints for what it touched, and the warning for a deployment short of replicas."""
+
 from __future__ import annotations
 
 from .scheduling import DeploymentPlan, Explanation, PlacementDocument, PlanResult
@@ -16,14 +17,16 @@ def shortfall_warning(result: PlanResult, plan: DeploymentPlan) -> str:
 
 
 def _pools_used(result: PlanResult, cluster, separator: str, unit: str = "") -> str:
-    return separator.join(f"{p.name} {p.nodes - result.free[(cluster.name, p.name)]}/{p.nodes}{unit}"
-                          for p in cluster.pools)
+    return separator.join(
+        f"{p.name} {p.nodes - result.free[(cluster.name, p.name)]}/{p.nodes}{unit}" for p in cluster.pools
+    )
 
 
 def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    lines = [indent + "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip()
-             for row in [headers, *rows]]
+    lines = [
+        indent + "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [headers, *rows]
+    ]
     return lines
 
 
@@ -31,17 +34,21 @@ def plan_table(result: PlanResult) -> str:
     lines: list[str] = []
     for plan in result.deployments.values():
         lines.append(condition_line(plan))
-        rows = [[r.name, r.cluster, str(r.index), ",".join(r.pools), str(r.node_cost()), r.status]
-                for r in plan.replicas]
+        rows = [
+            [r.name, r.cluster, str(r.index), ",".join(r.pools), str(r.node_cost()), r.status] for r in plan.replicas
+        ]
         if rows:
             lines += _table(["REPLICA", "CLUSTER", "INDEX", "POOLS", "NODES", "STATUS"], rows)
         for removed in plan.removed:
-            lines.append(f"  - {removed.replica.name} leaves {removed.replica.cluster}: {removed.reason.summary} "
-                         f"({removed.reason.detail})")
+            lines.append(
+                f"  - {removed.replica.name} leaves {removed.replica.cluster}: {removed.reason.summary} "
+                f"({removed.reason.detail})"
+            )
         lines.append("")
     for removed in result.orphans:
-        lines.append(f"- {removed.replica.key}/{removed.replica.name} leaves {removed.replica.cluster}: "
-                     f"{removed.reason.detail}")
+        lines.append(
+            f"- {removed.replica.key}/{removed.replica.name} leaves {removed.replica.cluster}: {removed.reason.detail}"
+        )
     counts: dict[str, int] = {}
     for replica in result.replicas():
         counts[replica.cluster] = counts.get(replica.cluster, 0) + 1
@@ -75,10 +82,14 @@ def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, ta
         keys = [key for key in result.deployments if str(key) == target]
     else:
         before = {(r.namespace, r.deployment) for r in previous.replicas if r.cluster == target}
-        keys = [key for key, plan in result.deployments.items()
-                if (key.namespace, key.name) in before or plan.short
-                or any(r.cluster == target for r in plan.replicas)
-                or any(r.replica.cluster == target for r in plan.removed)]
+        keys = [
+            key
+            for key, plan in result.deployments.items()
+            if (key.namespace, key.name) in before
+            or plan.short
+            or any(r.cluster == target for r in plan.replicas)
+            or any(r.replica.cluster == target for r in plan.removed)
+        ]
     lines = []
     for key in keys:
         plan = result.deployments[key]
@@ -91,6 +102,7 @@ def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, ta
         on_cluster = sum(r.cluster == target for r in result.replicas())
         cluster = next(c for c in result.clusters if c.name == target)
         pools = _pools_used(result, cluster, ", ", " nodes")
-        lines.append(f"{target}: {on_cluster} replica{'' if on_cluster == 1 else 's'}"
-                     + (f" ({pools})" if pools else ""))
+        lines.append(
+            f"{target}: {on_cluster} replica{'' if on_cluster == 1 else 's'}" + (f" ({pools})" if pools else "")
+        )
     return lines

@@ -1,4 +1,5 @@
 """Errors a user can cause, each naming the stack-config path to fix."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """ModelDeployment: what an ML team wants served, and on what hardware, in DRA-style CEL."""
+
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -6,8 +7,19 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import (ApiModel, DnsLabel, DnsSubdomain, LabelSelector, LocalRef, Rules, SingleLine, UserAnnotations,
-                     UserLabels, _checked, duplicates)
+from .common import (
+    ApiModel,
+    DnsLabel,
+    DnsSubdomain,
+    LabelSelector,
+    LocalRef,
+    Rules,
+    SingleLine,
+    UserAnnotations,
+    UserLabels,
+    _checked,
+    duplicates,
+)
 from .errors import shown
 
 ENGINE_CONTAINER = "engine"
@@ -142,8 +154,11 @@ class PodSpec(ApiModel):
     @model_validator(mode="after")
     def _engine_container(self) -> "PodSpec":
         rules = Rules()
-        rules.check(self.containers[0].name == ENGINE_CONTAINER, ["containers", 0, "name"],
-                    f"the one container must be named '{ENGINE_CONTAINER}' (got {shown(self.containers[0].name)})")
+        rules.check(
+            self.containers[0].name == ENGINE_CONTAINER,
+            ["containers", 0, "name"],
+            f"the one container must be named '{ENGINE_CONTAINER}' (got {shown(self.containers[0].name)})",
+        )
         rules.raise_if_any()
         return self
 
@@ -171,7 +186,9 @@ class Member(ApiModel):
     @model_validator(mode="after")
     def _worker_block(self) -> "Member":
         rules = Rules()
-        rules.check(self.worker is None or self.role == "Worker", ["worker"], "is only allowed on a member with role Worker")
+        rules.check(
+            self.worker is None or self.role == "Worker", ["worker"], "is only allowed on a member with role Worker"
+        )
         rules.raise_if_any()
         return self
 
@@ -187,8 +204,11 @@ def check_engine_shape(rules: Rules, roles: list[str], prefix: list) -> None:
         return
     if roles.count("Leader") == 1 and roles.count("Worker") >= 1 and "Standalone" not in roles:
         return
-    rules.fail(prefix + ["members"], "an engine is exactly one Standalone member, or one Leader plus one Worker "
-                                     f"(roles found: {', '.join(roles) or 'none'})")
+    rules.fail(
+        prefix + ["members"],
+        "an engine is exactly one Standalone member, or one Leader plus one Worker "
+        f"(roles found: {', '.join(roles) or 'none'})",
+    )
 
 
 class Engine(ApiModel):
@@ -201,8 +221,11 @@ class Engine(ApiModel):
     def _shape(self) -> "Engine":
         rules = Rules()
         check_engine_shape(rules, [m.role for m in self.members], [])
-        rules.check(any(m.node_selector for m in self.members), ["members"],
-                    "at least one member needs a nodeSelector with the devices it claims")
+        rules.check(
+            any(m.node_selector for m in self.members),
+            ["members"],
+            "at least one member needs a nodeSelector with the devices it claims",
+        )
         rules.raise_if_any()
         return self
 
@@ -214,8 +237,12 @@ class Serving(ApiModel):
 def check_prefill_decode(rules: Rules, mode: str, phases: list[str | None]) -> None:
     if mode == "PrefillDecode":
         rules.check(len(phases) == 2, ["engines"], f"PrefillDecode needs exactly 2 engines (got {len(phases)})")
-        rules.check(phases.count("Prefill") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Prefill")
-        rules.check(phases.count("Decode") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Decode")
+        rules.check(
+            phases.count("Prefill") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Prefill"
+        )
+        rules.check(
+            phases.count("Decode") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Decode"
+        )
     else:
         for i, phase in enumerate(phases):
             rules.check(phase is None, ["engines", i, "phase"], "is only allowed with serving.mode: PrefillDecode")

@@ -4,6 +4,7 @@ Errors are CelRuntimeError exceptions; `&&`, `||`, `all` and `exists` absorb the
 does (`false && error` is false). The runtime cost limit is not absorbable: like cel-go's
 "actual cost limit exceeded", it aborts the whole evaluation.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,8 +44,12 @@ class DeviceValue:
     __slots__ = ("fields",)
 
     def __init__(self, driver: str, attributes: dict, capacity: dict, allow_multiple_allocations: bool) -> None:
-        self.fields = {"driver": driver, "attributes": attributes, "capacity": capacity,
-                       "allowMultipleAllocations": allow_multiple_allocations}
+        self.fields = {
+            "driver": driver,
+            "attributes": attributes,
+            "capacity": capacity,
+            "allowMultipleAllocations": allow_multiple_allocations,
+        }
 
 
 class DomainMap(dict):
@@ -352,6 +357,7 @@ def _comprehension(node: Comprehension) -> Closure:
     if macro == "exists_one":
         return lambda env: sum(1 for scope in bindings(env) if predicate(scope)) == 1
     if macro == "filter":
+
         def keep(env: dict) -> list:
             return [scope[var2 or var] if var2 is None else scope[var2] for scope in bindings(env) if predicate(scope)]
 
@@ -361,6 +367,7 @@ def _comprehension(node: Comprehension) -> Closure:
             return lambda env: [transform(scope) for scope in bindings(env) if predicate(scope)]
         return lambda env: [body(scope) for scope in bindings(env)]
     if macro == "transformMap":
+
         def transform_map(env: dict) -> dict:
             out = {}
             for scope in bindings(env):
@@ -370,6 +377,7 @@ def _comprehension(node: Comprehension) -> Closure:
 
         return transform_map
     if macro == "sortBy":
+
         def sort_by(env: dict) -> list:
             pairs = [(body(scope), scope[var]) for scope in bindings(env)]
             ordered = sorted(pairs, key=functools.cmp_to_key(lambda a, b: compare(a[0], b[0])))

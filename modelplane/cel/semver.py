@@ -7,13 +7,23 @@ Error messages follow the Go text; `%q` is approximated by `_go_quote`.
 Go stores the numbers as uint64, so values above 2**64-1 are rejected here as well. Semver has
 deliberately no rich comparisons (`__eq__`, `__lt__`, ...): compare with `compare()`.
 """
+
 from __future__ import annotations
 
 _NUMBERS = frozenset("0123456789")
 _ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789")
 _UINT64_MAX = 2**64 - 1
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
-               '"': '\\"', "\\": "\\\\"}
+_GO_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    '"': '\\"',
+    "\\": "\\\\",
+}
 
 
 class SemverError(ValueError):

@@ -3,6 +3,7 @@
 cel-python supplies the grammar and the parse; everything after (macros, type checking,
 evaluation) is ours, so the semantics can follow cel-go and Kubernetes exactly.
 """
+
 from __future__ import annotations
 
 import re
@@ -95,10 +96,18 @@ class Parsed:
 
 
 _OPERATORS = {
-    "relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_", "relation_ge": "_>=_",
-    "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "@in",
-    "addition_add": "_+_", "addition_sub": "_-_",
-    "multiplication_mul": "_*_", "multiplication_div": "_/_", "multiplication_mod": "_%_",
+    "relation_lt": "_<_",
+    "relation_le": "_<=_",
+    "relation_gt": "_>_",
+    "relation_ge": "_>=_",
+    "relation_eq": "_==_",
+    "relation_ne": "_!=_",
+    "relation_in": "@in",
+    "addition_add": "_+_",
+    "addition_sub": "_-_",
+    "multiplication_mul": "_*_",
+    "multiplication_div": "_/_",
+    "multiplication_mod": "_%_",
 }
 _ONE_VAR_MACROS = {"all", "exists", "exists_one", "existsOne", "map", "filter", "sortBy"}
 _TWO_VAR_MACROS = {"all", "exists", "existsOne", "exists_one", "transformList", "transformMap"}
@@ -219,8 +228,14 @@ class _Builder:
         if len(raw_args) == 3 and var2 is not None and name in _TWO_VAR_MACROS:
             return Comprehension(_canonical(name), target, var, self.build(raw_args[2]), var2=var2)
         if len(raw_args) == 4 and var2 is not None and name in ("transformList", "transformMap"):
-            return Comprehension(name, target, var, self.build(raw_args[2]), var2=var2,  # (i, v, filter, transform)
-                                 transform=self.build(raw_args[3]))
+            return Comprehension(
+                name,
+                target,
+                var,
+                self.build(raw_args[2]),
+                var2=var2,  # (i, v, filter, transform)
+                transform=self.build(raw_args[3]),
+            )
         raise SelectorCompileError(f"wrong number of arguments to the {name}() macro")
 
     def _bind(self, raw_args: list) -> Node:
@@ -236,8 +251,10 @@ class _Builder:
                 raise SelectorCompileError("has() takes exactly one argument")
             inner = self.build(raw_args[0])
             if not isinstance(inner, Select):
-                raise SelectorCompileError("invalid argument to has() macro: it takes a field selection, "
-                                           "e.g. has(device.attributes[\"domain\"].name)")
+                raise SelectorCompileError(
+                    "invalid argument to has() macro: it takes a field selection, "
+                    'e.g. has(device.attributes["domain"].name)'
+                )
             return Select(inner.operand, inner.field, test_only=True)
         return Call(str(name), tuple(self.build(a) for a in raw_args))
 
@@ -278,8 +295,20 @@ def _canonical(name: str) -> str:
     return "exists_one" if name == "existsOne" else name
 
 
-_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-            "\\": "\\", "?": "?", '"': '"', "'": "'", "`": "`"}
+_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "?": "?",
+    '"': '"',
+    "'": "'",
+    "`": "`",
+}
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3}|.)", re.S)
 
 
@@ -319,13 +348,13 @@ def _string(text: str, as_bytes: bool = False) -> str | bytes:
     if raw:
         text = text[1:]
     quote = text[:3] if text[:3] in ('"""', "'''") else text[:1]
-    body = text[len(quote):-len(quote)]
+    body = text[len(quote) : -len(quote)]
     if raw:
         return body.encode() if as_bytes else body
     pieces: list[str | int] = []  # text, or a raw byte value (\x.. and octal escapes in bytes literals)
     position = 0
     for match in _ESCAPE.finditer(body):
-        pieces.append(body[position:match.start()])
+        pieces.append(body[position : match.start()])
         position = match.end()
         code = match.group(1)
         if code in _ESCAPES:

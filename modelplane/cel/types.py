@@ -3,6 +3,7 @@
 Only what device selectors need: the `device` object, the scalar kinds, lists, maps, Quantity,
 Semver, and `dyn` (unknown until run time, e.g. an attribute value).
 """
+
 from __future__ import annotations
 
 from typing import Union

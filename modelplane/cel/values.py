@@ -3,6 +3,7 @@
 Values are plain Python objects (bool, int, float, str, bytes, None, list, dict) plus UInt,
 Quantity and Semver. Note `bool` is an `int` subclass in Python: every type test here puts bool first.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,9 +79,18 @@ def type_name(value: object) -> str:
     return getattr(value, "cel_type", kind.__name__)
 
 
-_GO_NAMES = {"bool": "types.Bool", "int": "types.Int", "uint": "types.Uint", "double": "types.Double",
-             "string": "types.String", "bytes": "types.Bytes", "null_type": "types.Null",
-             "kubernetes.Quantity": "cel.Quantity", "kubernetes.Semver": "cel.Semver", "type": "types.Type"}
+_GO_NAMES = {
+    "bool": "types.Bool",
+    "int": "types.Int",
+    "uint": "types.Uint",
+    "double": "types.Double",
+    "string": "types.String",
+    "bytes": "types.Bytes",
+    "null_type": "types.Null",
+    "kubernetes.Quantity": "cel.Quantity",
+    "kubernetes.Semver": "cel.Semver",
+    "type": "types.Type",
+}
 
 
 def go_type_name(value: object) -> str:
@@ -109,8 +119,11 @@ def equals(left: object, right: object) -> bool:
         if (lt is float and math.isnan(left)) or (rt is float and math.isnan(right)):
             return False
         return left == right
-    if lt is not rt and not (isinstance(left, list) and isinstance(right, list)) \
-            and not (isinstance(left, dict) and isinstance(right, dict)):
+    if (
+        lt is not rt
+        and not (isinstance(left, list) and isinstance(right, list))
+        and not (isinstance(left, dict) and isinstance(right, dict))
+    ):
         return False
     if isinstance(left, list):
         return len(left) == len(right) and all(equals(a, b) for a, b in zip(left, right))

@@ -4,6 +4,7 @@ As Kubernetes builds it from a ResourceSlice: a name without '/' lives under the
 as domain, `domain/id` under its own domain; versions are strict semver; capacities are
 quantities in the canonical form the API server stores them in.
 """
+
 from __future__ import annotations
 
 import json

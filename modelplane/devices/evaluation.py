@@ -5,6 +5,7 @@ DRA allocator would say so, SelectorCompileError where the API server would refu
 expression, SelectorEvaluationError where allocation would abort with a CEL runtime error.
 Compiling and the API server's checks are `modelplane.cel.selectors`.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

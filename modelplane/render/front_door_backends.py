@@ -6,6 +6,7 @@
 
 The proxies (`front_door_envoy`, `front_door_traefik`) turn these into objects.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -92,24 +93,45 @@ def replica_endpoint(fleet: Fleet, replica: PlacedReplica, gateway_addresses: di
     ns = replica.key.namespace
     address = gateway_addresses.get(replica.cluster) or gateway_address_placeholder(replica.cluster)
     deployment = fleet.model_deployments[replica.key]
-    labels = {**deployment.labels, DEPLOYMENT_LABEL: replica.key.name, CLUSTER_LABEL: replica.cluster,
-              INDEX_LABEL: str(replica.index)}
-    return FrontDoorEndpoint(namespace=ns, name=replica.name, url=f"http://{address}/{ns}/{replica.name}/v1",
-                             labels=labels, rewrite_path=f"/{ns}/{replica.name}/", replica=replica)
+    labels = {
+        **deployment.labels,
+        DEPLOYMENT_LABEL: replica.key.name,
+        CLUSTER_LABEL: replica.cluster,
+        INDEX_LABEL: str(replica.index),
+    }
+    return FrontDoorEndpoint(
+        namespace=ns,
+        name=replica.name,
+        url=f"http://{address}/{ns}/{replica.name}/v1",
+        labels=labels,
+        rewrite_path=f"/{ns}/{replica.name}/",
+        replica=replica,
+    )
 
 
 def fleet_endpoints(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str]) -> list[FrontDoorEndpoint]:
     """Every endpoint of the fleet, sorted by (namespace, name): all placed replicas and every hand-made one."""
     endpoints = [replica_endpoint(fleet, r, gateway_addresses) for r in result.replicas()]
-    endpoints += [FrontDoorEndpoint(namespace=key.namespace, name=key.name, url=e.url, labels=dict(e.labels),
-                                    rewrite_path=e.rewrite_path, auth=e.auth, model=e.model)
-                  for key, e in fleet.model_endpoints.items()]
+    endpoints += [
+        FrontDoorEndpoint(
+            namespace=key.namespace,
+            name=key.name,
+            url=e.url,
+            labels=dict(e.labels),
+            rewrite_path=e.rewrite_path,
+            auth=e.auth,
+            model=e.model,
+        )
+        for key, e in fleet.model_endpoints.items()
+    ]
     seen: dict[tuple[str, str], FrontDoorEndpoint] = {}
     for endpoint in endpoints:
         key = (endpoint.namespace, endpoint.name)
         if key in seen:
-            raise ValueError(f"two front-door endpoints are named {endpoint.namespace}/{endpoint.name} (a replica and "
-                             "a ModelEndpoint); rename the ModelEndpoint")
+            raise ValueError(
+                f"two front-door endpoints are named {endpoint.namespace}/{endpoint.name} (a replica and "
+                "a ModelEndpoint); rename the ModelEndpoint"
+            )
         seen[key] = endpoint
     return [seen[key] for key in sorted(seen)]
 

@@ -24,6 +24,7 @@ Improvements over the reference, deliberately:
 Traefik does none of what the Envoy Gateway front door does on failure (no health checks of remote
 backends, no retries, no fallback, no routing by `model`).
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar, Mapping
@@ -62,8 +63,9 @@ def gateway_api_crds_url(version: str) -> str:
 
 def gateway_api_crds(version: str) -> RemoteManifest:
     """The front door's Gateway API CRDs, applied from the upstream release manifest."""
-    return RemoteManifest(name=GATEWAY_API_CRDS, component="gatewayApi", version=version,
-                          url=gateway_api_crds_url(version))
+    return RemoteManifest(
+        name=GATEWAY_API_CRDS, component="gatewayApi", version=version, url=gateway_api_crds_url(version)
+    )
 
 
 class TraefikFrontDoor(FrontDoorProxy):
@@ -72,19 +74,34 @@ class TraefikFrontDoor(FrontDoorProxy):
     # Traefik's Gateway provider needs the Gateway API CRDs at start.
     release_manifests: ClassVar[Mapping[str, tuple[str, ...]]] = {TRAEFIK_RELEASE: (GATEWAY_API_CRDS,)}
 
-    def cluster_parts(self, after: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[HelmRelease],
-                                                             list[RemoteManifest]]:
+    def cluster_parts(
+        self, after: tuple[str, ...]
+    ) -> tuple[list[dict[str, Any]], list[HelmRelease], list[RemoteManifest]]:
         gateway = self.fleet.inference_gateway
         assert gateway is not None and gateway.traefik is not None  # the model requires it with backend Traefik
         objects: list[dict[str, Any]] = [
-            {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-             "metadata": meta(TRAEFIK_GATEWAY_CLASS, labels=MANAGED_BY),
-             "spec": {"controllerName": TRAEFIK_CONTROLLER}},
-            {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-             "metadata": meta(FRONT_DOOR_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
-             "spec": {"gatewayClassName": TRAEFIK_GATEWAY_CLASS,
-                      "listeners": [{"name": "web", "protocol": "HTTP", "port": TRAEFIK_WEB_PORT,
-                                     "allowedRoutes": {"namespaces": {"from": "All"}}}]}},
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "GatewayClass",
+                "metadata": meta(TRAEFIK_GATEWAY_CLASS, labels=MANAGED_BY),
+                "spec": {"controllerName": TRAEFIK_CONTROLLER},
+            },
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway",
+                "metadata": meta(FRONT_DOOR_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
+                "spec": {
+                    "gatewayClassName": TRAEFIK_GATEWAY_CLASS,
+                    "listeners": [
+                        {
+                            "name": "web",
+                            "protocol": "HTTP",
+                            "port": TRAEFIK_WEB_PORT,
+                            "allowedRoutes": {"namespaces": {"from": "All"}},
+                        }
+                    ],
+                },
+            },
         ]
         version = ServingStack.effective(self.fleet.serving_stack).versions.gateway_api  # the fleet-wide block
         manifests = [gateway_api_crds(version)] if gateway.installs("gatewayApi") else []
@@ -96,8 +113,9 @@ class TraefikFrontDoor(FrontDoorProxy):
             out.append(endpoint_auth_middleware(endpoint.namespace, endpoint.name, endpoint.auth))
         return out
 
-    def service_objects(self, key: NamespacedName, service: ModelService,
-                        backends: list[RouteBackend]) -> list[dict[str, Any]]:
+    def service_objects(
+        self, key: NamespacedName, service: ModelService, backends: list[RouteBackend]
+    ) -> list[dict[str, Any]]:
         return [service_route(key.namespace, key.name, backends)]
 
     @staticmethod
@@ -133,12 +151,19 @@ def _traefik(version: str, depends_on: tuple[str, ...]) -> HelmRelease:
         "gateway": {"enabled": False},
         "gatewayClass": {"enabled": False},
     }
-    return HelmRelease(name=TRAEFIK_RELEASE, namespace=TRAEFIK_NAMESPACE, chart="traefik",
-                       repository="https://traefik.github.io/charts", version=version, values=values,
-                       depends_on=depends_on)
+    return HelmRelease(
+        name=TRAEFIK_RELEASE,
+        namespace=TRAEFIK_NAMESPACE,
+        chart="traefik",
+        repository="https://traefik.github.io/charts",
+        version=version,
+        values=values,
+        depends_on=depends_on,
+    )
 
 
 # --- endpoints -----------------------------------------------------------------------------------
+
 
 def _port_name(backend: Backend) -> str:
     return "https" if backend.scheme == "https" and backend.port != 443 else ""
@@ -166,8 +191,15 @@ def endpoint_objects(name: str, namespace: str, url: str, labels: dict[str, str]
     endpoint_slice = {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": meta(name, namespace, labels={**all_labels, "kubernetes.io/service-name": name,
-                                                  "endpointslice.kubernetes.io/managed-by": "modelplane"}),
+        "metadata": meta(
+            name,
+            namespace,
+            labels={
+                **all_labels,
+                "kubernetes.io/service-name": name,
+                "endpointslice.kubernetes.io/managed-by": "modelplane",
+            },
+        ),
         "addressType": backend.address_type,
         "ports": [{"name": port_name, "port": backend.port, "protocol": "TCP"}],
         "endpoints": [{"addresses": [backend.host], "conditions": {"ready": True}}],
@@ -205,6 +237,7 @@ def endpoint_auth_middleware(namespace: str, name: str, auth: EndpointAuth) -> d
 
 # --- services ------------------------------------------------------------------------------------
 
+
 def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> dict[str, Any]:
     """The HTTPRoute of ModelService `namespace/name`: `/<ns>/<service>/` on the front door's Gateway."""
     backend_refs = []
@@ -220,8 +253,16 @@ def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> di
         if rewrite:
             filters.append({"type": "URLRewrite", "urlRewrite": rewrite})
         if endpoint.auth is not None:
-            filters.append({"type": "ExtensionRef", "extensionRef": {
-                "group": "traefik.io", "kind": "Middleware", "name": auth_object_name(endpoint.name)}})
+            filters.append(
+                {
+                    "type": "ExtensionRef",
+                    "extensionRef": {
+                        "group": "traefik.io",
+                        "kind": "Middleware",
+                        "name": auth_object_name(endpoint.name),
+                    },
+                }
+            )
         if filters:
             ref["filters"] = filters
         backend_refs.append(ref)

@@ -12,6 +12,7 @@ but the files the marker lists; a folder render did not write, one with files ad
 refuses rather than guess which to keep) or a file where a folder should be is refused, naming it,
 before anything is written. Marked folders of clusters no longer in the fleet are removed.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,10 +51,14 @@ class Written:
 
 
 REMOTE_MANIFESTS = "remote-manifests.yaml"
-_REMOTE_NOTE = ("# Multi-document manifests applied from their URL before anything else on this cluster\n"
-                "# (pulumi up: a kubernetes yaml/v2 ConfigFile named <cluster>/<name>).\n")
-_PLACEHOLDER_NOTE = ("# Values the rendered objects hold a placeholder for (renderedAs);\n"
-                     "# pulumi up puts deployedAs there. Secrets are never rendered.\n")
+_REMOTE_NOTE = (
+    "# Multi-document manifests applied from their URL before anything else on this cluster\n"
+    "# (pulumi up: a kubernetes yaml/v2 ConfigFile named <cluster>/<name>).\n"
+)
+_PLACEHOLDER_NOTE = (
+    "# Values the rendered objects hold a placeholder for (renderedAs);\n"
+    "# pulumi up puts deployedAs there. Secrets are never rendered.\n"
+)
 HELM_RELEASES = "helm-releases.yaml"
 PLACEHOLDERS = "placeholders.yaml"
 
@@ -70,7 +75,9 @@ def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[
     try:
         folders, stale = _plan(manifests, out)
     except OSError as error:
-        raise ModelplaneError(f"cannot read {error.filename or out}: {error.strerror or error}; nothing written") from None
+        raise ModelplaneError(
+            f"cannot read {error.filename or out}: {error.strerror or error}; nothing written"
+        ) from None
     # every check passed: only now write
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -79,10 +86,14 @@ def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[
         for folder, files in stale:
             _remove_folder(folder, files)
     except OSError as error:
-        raise ModelplaneError(f"cannot write {error.filename or out}: {error.strerror or error}; "
-                              "the render stopped part way: fix that and run it again") from None
-    return [Written(c.cluster, len(c.objects), len(c.releases), len(c.remote_manifests), len(c.placeholders))
-            for c in manifests], [folder for folder, _ in stale]
+        raise ModelplaneError(
+            f"cannot write {error.filename or out}: {error.strerror or error}; "
+            "the render stopped part way: fix that and run it again"
+        ) from None
+    return [
+        Written(c.cluster, len(c.objects), len(c.releases), len(c.remote_manifests), len(c.placeholders))
+        for c in manifests
+    ], [folder for folder, _ in stale]
 
 
 def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], list[tuple[Path, tuple[str, ...]]]]:
@@ -90,32 +101,44 @@ def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], 
     folders = []
     for cluster in manifests:
         _check_cluster_name(cluster.cluster)
-        files = {REMOTE_MANIFESTS: _REMOTE_NOTE + yaml.safe_dump([m.to_dict() for m in cluster.remote_manifests],
-                                                                 sort_keys=False)}
+        files = {
+            REMOTE_MANIFESTS: _REMOTE_NOTE
+            + yaml.safe_dump([m.to_dict() for m in cluster.remote_manifests], sort_keys=False)
+        }
         for i, obj in enumerate(cluster.objects):
             metadata = obj.get("metadata", {})
-            stem = "-".join(p for p in (f"{i:03d}", obj["kind"].lower(), metadata.get("namespace", "_cluster"),
-                                        metadata["name"]) if p)
+            stem = "-".join(
+                p
+                for p in (f"{i:03d}", obj["kind"].lower(), metadata.get("namespace", "_cluster"), metadata["name"])
+                if p
+            )
             files[f"{stem}.yaml"] = yaml.safe_dump(obj, sort_keys=False)
         files[HELM_RELEASES] = yaml.safe_dump([r.to_dict() for r in cluster.releases], sort_keys=False)
-        files[PLACEHOLDERS] = _PLACEHOLDER_NOTE + yaml.safe_dump([p.to_dict() for p in cluster.placeholders],
-                                                                 sort_keys=False, width=1 << 16)
+        files[PLACEHOLDERS] = _PLACEHOLDER_NOTE + yaml.safe_dump(
+            [p.to_dict() for p in cluster.placeholders], sort_keys=False, width=1 << 16
+        )
         folder = out / cluster.cluster
         folders.append(_Folder(folder, files, _owned_files(folder)))
     current = {cluster.cluster for cluster in manifests}
     stale = []  # (folder, its files): render-owned folders of clusters no longer in the fleet
     if out.is_dir():
         for entry in sorted(out.iterdir()):
-            if (entry.name not in current and not entry.is_symlink() and entry.is_dir()
-                    and os.path.lexists(entry / MARKER)):
+            if (
+                entry.name not in current
+                and not entry.is_symlink()
+                and entry.is_dir()
+                and os.path.lexists(entry / MARKER)
+            ):
                 stale.append((entry, _owned_files(entry)))
     return folders, stale
 
 
 def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
-        raise ModelplaneError(f"--out {out} is a file, not a folder; nothing written: pass a folder (render writes "
-                              "one folder per cluster in it)")
+        raise ModelplaneError(
+            f"--out {out} is a file, not a folder; nothing written: pass a folder (render writes "
+            "one folder per cluster in it)"
+        )
     for parent in out.parents:
         if parent.exists() and not parent.is_dir():
             raise ModelplaneError(f"--out {out}: {parent} is a file, not a folder; nothing written: pass a folder")
@@ -128,8 +151,10 @@ def _check_cluster_name(name: str) -> None:
 
 
 def _refuse(folder: Path, why: str, what: str = "it") -> ModelplaneError:
-    return ModelplaneError(f"{folder} {why}; render replaces only folders it wrote itself (marked by {MARKER}), so "
-                           f"nothing was written: choose another --out, or move or remove {what} yourself")
+    return ModelplaneError(
+        f"{folder} {why}; render replaces only folders it wrote itself (marked by {MARKER}), so "
+        f"nothing was written: choose another --out, or move or remove {what} yourself"
+    )
 
 
 def _owned_files(folder: Path) -> tuple[str, ...] | None:
@@ -146,8 +171,12 @@ def _owned_files(folder: Path) -> tuple[str, ...] | None:
     except (OSError, ValueError) as error:
         raise _refuse(folder, f"has a {MARKER} render cannot read ({error})") from None
     files = data.get("files") if isinstance(data, dict) else None
-    if (not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(files, list)
-            or not all(isinstance(f, str) and f and "/" not in f and f not in (".", "..", MARKER) for f in files)):
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != FORMAT
+        or not isinstance(files, list)
+        or not all(isinstance(f, str) and f and "/" not in f and f not in (".", "..", MARKER) for f in files)
+    ):
         raise _refuse(folder, f"has a {MARKER} of a format this version of modelplane does not write")
     listed = set(files)
     foreign = []
@@ -183,10 +212,13 @@ def _write_folder(folder: _Folder) -> None:
 
 
 def _write_marker(folder: Path, files: list[str]) -> None:
-    marker = {"format": FORMAT, "writer": "modelplane render",
-              "note": "render replaces this folder's listed files on the next render, and removes the folder once "
-                      "its cluster leaves the fleet; it refuses a folder holding files it did not write",
-              "files": files}
+    marker = {
+        "format": FORMAT,
+        "writer": "modelplane render",
+        "note": "render replaces this folder's listed files on the next render, and removes the folder once "
+        "its cluster leaves the fleet; it refuses a folder holding files it did not write",
+        "files": files,
+    }
     temp = folder / _MARKER_TEMP
     temp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     os.replace(temp, folder / MARKER)

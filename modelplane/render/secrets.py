@@ -6,6 +6,7 @@ holds `<secret: modelplane:<config path>>` (`PLACEHOLDER` finds them); the Pulum
 substitutes the real value as a Pulumi secret (`pulumi.Output.secret`), so it is encrypted in
 state and masked in previews.
 """
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@ by an overall deadline whatever a thread is stuck in (a DNS lookup, a plugin), w
 fallback result in their place; an exception in one item becomes that item's result, never the
 whole command's traceback.
 """
+
 from __future__ import annotations
 
 import socket
@@ -59,8 +60,14 @@ def _shutdown(sock: socket.socket) -> None:
         pass
 
 
-def gather(work: Callable[[T], R], items: Sequence[T], workers: int, seconds: float,
-           late: Callable[[T], R], failed: Callable[[T, Exception], R]) -> list[R]:
+def gather(
+    work: Callable[[T], R],
+    items: Sequence[T],
+    workers: int,
+    seconds: float,
+    late: Callable[[T], R],
+    failed: Callable[[T, Exception], R],
+) -> list[R]:
     """`work(item)` for every item, at most `workers` at a time, all within `seconds`: an item not done
     by then gets `late(item)`, one that raised gets `failed(item, error)`."""
     if not items:

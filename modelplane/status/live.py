@@ -6,6 +6,7 @@ Gateway `inference-gateway` in `modelplane-system` for its address. A dead clust
 connection (at most `REQUEST_TIMEOUT`); a slow one, or one that trickles its answer, at most
 `CLUSTER_BUDGET`; all clusters together at most `OVERALL_BUDGET`, whatever any of them does.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -24,23 +25,32 @@ OVERALL_BUDGET = CLUSTER_BUDGET + 5.0  # seconds for all clusters, read together
 MAX_PARALLEL_CLUSTERS = 64
 
 
-def read_clusters(accesses: dict[str, ClusterAccess], namespaces: dict[str, set[str]],
-                  timeout: float = REQUEST_TIMEOUT, budget: float = CLUSTER_BUDGET,
-                  overall: float | None = None) -> dict[str, ClusterReading]:
+def read_clusters(
+    accesses: dict[str, ClusterAccess],
+    namespaces: dict[str, set[str]],
+    timeout: float = REQUEST_TIMEOUT,
+    budget: float = CLUSTER_BUDGET,
+    overall: float | None = None,
+) -> dict[str, ClusterReading]:
     """Each cluster of `accesses`, reading the namespaces `namespaces[cluster]`."""
     names = sorted(accesses)
     overall = budget + (OVERALL_BUDGET - CLUSTER_BUDGET) if overall is None else overall
-    readings = gather(lambda c: read_cluster(accesses[c], namespaces.get(c, set()), timeout, budget), names,
-                      MAX_PARALLEL_CLUSTERS, overall,
-                      late=lambda c: ClusterReading(c, error=f"not read within status's overall limit of {overall:g} s",
-                                                    error_kind="unreachable"),
-                      failed=lambda c, e: ClusterReading(c, error=f"reading it failed ({type(e).__name__})",
-                                                         error_kind="unreadable"))
+    readings = gather(
+        lambda c: read_cluster(accesses[c], namespaces.get(c, set()), timeout, budget),
+        names,
+        MAX_PARALLEL_CLUSTERS,
+        overall,
+        late=lambda c: ClusterReading(
+            c, error=f"not read within status's overall limit of {overall:g} s", error_kind="unreachable"
+        ),
+        failed=lambda c, e: ClusterReading(c, error=f"reading it failed ({type(e).__name__})", error_kind="unreadable"),
+    )
     return dict(zip(names, readings))
 
 
-def read_cluster(access: ClusterAccess, namespaces: Iterable[str], timeout: float = REQUEST_TIMEOUT,
-                 budget: float = CLUSTER_BUDGET) -> ClusterReading:
+def read_cluster(
+    access: ClusterAccess, namespaces: Iterable[str], timeout: float = REQUEST_TIMEOUT, budget: float = CLUSTER_BUDGET
+) -> ClusterReading:
     if access.problem is not None:
         return ClusterReading(access.cluster, error=access.problem, error_kind="unreadable")
     client = KubeClient(access, timeout, budget)
@@ -57,7 +67,9 @@ def read_cluster(access: ClusterAccess, namespaces: Iterable[str], timeout: floa
                 claims = _items(client.get(path), path)
             for replica, observed in replica_pods(pods, claims).items():
                 replicas[(namespace, replica)] = observed
-        gateway = client.get(f"/apis/gateway.networking.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/gateways/{WORKLOAD_GATEWAY}")
+        gateway = client.get(
+            f"/apis/gateway.networking.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/gateways/{WORKLOAD_GATEWAY}"
+        )
         return ClusterReading(access.cluster, gateway_address=gateway_address(gateway), replicas=replicas)
     except ReadError as error:
         return ClusterReading(access.cluster, error=error.message, error_kind=error.kind)

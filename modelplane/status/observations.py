@@ -1,4 +1,5 @@
 """What status saw on the live clusters and at the endpoints, as plain data, and how API objects read into it (pure)."""
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,14 @@ class ReplicaPods:
     unallocated: tuple[str, ...] = ()  # "<pod>: claim <name> not allocated" / "... not created yet"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pods": self.pods, "ready": self.ready, "claims": self.claims, "allocated": self.allocated,
-                "notReady": list(self.not_ready), "unallocated": list(self.unallocated)}
+        return {
+            "pods": self.pods,
+            "ready": self.ready,
+            "claims": self.claims,
+            "allocated": self.allocated,
+            "notReady": list(self.not_ready),
+            "unallocated": list(self.unallocated),
+        }
 
 
 @dataclass(frozen=True)
@@ -106,8 +113,11 @@ def _read_pods(pods: list[dict], allocated: dict[str, bool]) -> ReplicaPods:
             ready += 1
         else:
             not_ready.append(name)
-        generated = {s.get("name"): s.get("resourceClaimName") for s in _list(_field(pod, "status", "resourceClaimStatuses"))
-                     if isinstance(s.get("name"), str)}
+        generated = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in _list(_field(pod, "status", "resourceClaimStatuses"))
+            if isinstance(s.get("name"), str)
+        }
         for reference in _list(_field(pod, "spec", "resourceClaims")):
             claims += 1
             claim = generated.get(reference.get("name")) or reference.get("resourceClaimName")
@@ -116,7 +126,9 @@ def _read_pods(pods: list[dict], allocated: dict[str, bool]) -> ReplicaPods:
             elif allocated.get(claim):
                 allocated_count += 1
             else:
-                unallocated.append(f"{name}: claim {_shown(claim)} " + ("not allocated" if claim in allocated else "missing"))
+                unallocated.append(
+                    f"{name}: claim {_shown(claim)} " + ("not allocated" if claim in allocated else "missing")
+                )
     return ReplicaPods(len(pods), ready, claims, allocated_count, tuple(not_ready), tuple(unallocated))
 
 

@@ -1,5 +1,6 @@
 """The front door's health check of a replica, made from here: `GET /health` on the replica's workload
 gateway with the replica's virtual host as `Host`, 200 expected (the way the front door's Envoy probes it)."""
+
 from __future__ import annotations
 
 import http.client
@@ -86,7 +87,12 @@ class _GuardedConnection(http.client.HTTPConnection):
 def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT) -> dict[tuple[str, str], Probe]:
     """Every target at once (threads): the slowest probe, not their sum, is what it costs, and never more than
     `timeout` plus a second."""
-    results = gather(lambda t: probe(t, timeout), targets, MAX_PARALLEL_PROBES, timeout + 1.0,
-                     late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
-                     failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"))
+    results = gather(
+        lambda t: probe(t, timeout),
+        targets,
+        MAX_PARALLEL_PROBES,
+        timeout + 1.0,
+        late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
+        failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"),
+    )
     return {t.key: r for t, r in zip(targets, results)}

@@ -11,6 +11,7 @@ A removed replica pairs with a new one of the same deployment (both in (cluster,
 it was scaled down: a drain, a cluster gone or a pool that no longer fits moves it; a scale-down
 removes it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,7 +51,9 @@ class WatchedReplica:
     cluster: str
     index: int
     pools: tuple[str, ...]
-    serving_pods: int  # pods labelled modelplane.ai/serving=<name>: one per engine copy (a Deployment pod or an LWS leader)
+    serving_pods: (
+        int  # pods labelled modelplane.ai/serving=<name>: one per engine copy (a Deployment pod or an LWS leader)
+    )
     claiming_pods: int  # of those, the ones that claim DRA devices
     deployed: bool  # in the last `pulumi up`'s placement
     drift: Drift = NO_DRIFT
@@ -76,8 +79,18 @@ def serving_pods(engines: Iterable) -> tuple[int, int]:
 
 def _watched(replica: PlacedReplica, deployed: bool, drift: Drift) -> WatchedReplica:
     pods, claiming = serving_pods(replica.engines)
-    return WatchedReplica(replica.key.namespace, replica.key.name, replica.name, replica.cluster, replica.index,
-                          tuple(replica.pools), pods, claiming, deployed, drift)
+    return WatchedReplica(
+        replica.key.namespace,
+        replica.key.name,
+        replica.name,
+        replica.cluster,
+        replica.index,
+        tuple(replica.pools),
+        pods,
+        claiming,
+        deployed,
+        drift,
+    )
 
 
 def watched_replicas(result: PlanResult, previous: PlacementDocument) -> dict[str, list[WatchedReplica]]:
@@ -99,20 +112,34 @@ def watched_replicas(result: PlanResult, previous: PlacementDocument) -> dict[st
                 rows.append(_watched(replica, True, NO_DRIFT))
             elif replica.name in predecessor_of:
                 old = predecessor_of[replica.name]
-                rows.append(_watched(replica, False, Drift(
-                    "move", f"from {old.replica.cluster} ({_because(old)}; replaces {old.replica.name})",
-                    old.replica.name)))
+                rows.append(
+                    _watched(
+                        replica,
+                        False,
+                        Drift(
+                            "move",
+                            f"from {old.replica.cluster} ({_because(old)}; replaces {old.replica.name})",
+                            old.replica.name,
+                        ),
+                    )
+                )
             else:
                 rows.append(_watched(replica, False, Drift("add")))
         for gone in removed:
             successor = successor_of.get(gone.replica.name)
-            drift = (Drift("move", f"to {successor.cluster} ({_because(gone)}; replaced by {successor.name})",
-                           successor.name) if successor else Drift("remove", f"({_because(gone)})"))
+            drift = (
+                Drift(
+                    "move", f"to {successor.cluster} ({_because(gone)}; replaced by {successor.name})", successor.name
+                )
+                if successor
+                else Drift("remove", f"({_because(gone)})")
+            )
             rows.append(_watched(gone.replica, True, drift))
         out[str(key)] = rows
     for gone in sorted(result.orphans, key=lambda r: (str(r.replica.key), r.replica.cluster, r.replica.index)):
         out.setdefault(str(gone.replica.key), []).append(
-            _watched(gone.replica, True, Drift("remove", f"({_because(gone)})")))
+            _watched(gone.replica, True, Drift("remove", f"({_because(gone)})"))
+        )
     return out
 
 

@@ -6,6 +6,7 @@ asks for into a reachable cluster: a kubeconfig (always a Pulumi secret) for the
 (node pools, node labels). Cloud SDKs are imported inside the backend module that needs them, so a
 stack that does not use a cloud never loads its SDK.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

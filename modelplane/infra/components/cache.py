@@ -1,4 +1,5 @@
 """ModelCache: a model staged once per matching cluster on shared (RWX) storage."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -18,13 +19,18 @@ class ModelCache(pulumi.ComponentResource):
     files, not for Pulumi.
     """
 
-    def __init__(self, key: NamespacedName, per_cluster: Mapping[str, tuple[list[dict[str, Any]], pulumi.ProviderResource,
-                                                                             list[pulumi.Resource]]],
-                 secrets: Mapping[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        key: NamespacedName,
+        per_cluster: Mapping[str, tuple[list[dict[str, Any]], pulumi.ProviderResource, list[pulumi.Resource]]],
+        secrets: Mapping[str, pulumi.Input[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__(component_type("ModelCache"), component_name(key.namespace, key.name), None, opts)
         self.resources: dict[str, list[pulumi.CustomResource]] = {}
         for cluster, (objects, provider, depends_on) in sorted(per_cluster.items()):
-            child = pulumi.ResourceOptions.merge(children(self, provider),
-                                                 pulumi.ResourceOptions(depends_on=depends_on))
+            child = pulumi.ResourceOptions.merge(
+                children(self, provider), pulumi.ResourceOptions(depends_on=depends_on)
+            )
             self.resources[cluster] = apply_objects(cluster, objects, child, replacements=secrets)
         self.register_outputs({"clusters": sorted(per_cluster)})

@@ -1,4 +1,5 @@
 """ModelEndpoint: a backend on the front door (a placed replica's gateway path, or a hand-made URL)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -23,12 +24,19 @@ class ModelEndpoint(pulumi.ComponentResource):
     It is created only after `depends_on` (the replica's workloads, ready).
     """
 
-    def __init__(self, endpoint: FrontDoorEndpoint, cluster: str, provider: pulumi.ProviderResource,
-                 gateway_address: pulumi.Output[str] | None, secrets: Mapping[str, pulumi.Input[str]],
-                 depends_on: list[pulumi.Resource], render: Callable[[FrontDoorEndpoint, str | None], list[dict[str, Any]]],
-                 hold_gateway_address: bool, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None,
-                         opts)
+    def __init__(
+        self,
+        endpoint: FrontDoorEndpoint,
+        cluster: str,
+        provider: pulumi.ProviderResource,
+        gateway_address: pulumi.Output[str] | None,
+        secrets: Mapping[str, pulumi.Input[str]],
+        depends_on: list[pulumi.Resource],
+        render: Callable[[FrontDoorEndpoint, str | None], list[dict[str, Any]]],
+        hold_gateway_address: bool,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None, opts)
         child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
         templates = render(endpoint, None)
         url: pulumi.Input[str] = endpoint.url
@@ -50,9 +58,11 @@ def _known(address: str | None, endpoint: FrontDoorEndpoint) -> str:
     assert endpoint.replica is not None
     cluster = endpoint.replica.cluster
     if not address:
-        pulumi.log.warn(f"the inference-gateway on cluster '{cluster}' reports no address yet; endpoint "
-                        f"{endpoint.namespace}/{endpoint.name} points at a placeholder until the next `pulumi up` "
-                        "(check the cluster's load balancer: MetalLB on kind)")
+        pulumi.log.warn(
+            f"the inference-gateway on cluster '{cluster}' reports no address yet; endpoint "
+            f"{endpoint.namespace}/{endpoint.name} points at a placeholder until the next `pulumi up` "
+            "(check the cluster's load balancer: MetalLB on kind)"
+        )
         return gateway_address_placeholder(cluster)
     return address
 
@@ -73,14 +83,23 @@ class GatewayAlias(pulumi.ComponentResource):
     its EndpointSlice, a load balancer's host name an ExternalName Service.
     """
 
-    def __init__(self, cluster: str, workload_cluster: str, provider: pulumi.ProviderResource,
-                 gateway_address: pulumi.Output[str], depends_on: list[pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        cluster: str,
+        workload_cluster: str,
+        provider: pulumi.ProviderResource,
+        gateway_address: pulumi.Output[str],
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__(component_type("GatewayAlias"), workload_cluster, None, opts)
         child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
         templates = gateway_alias_objects(workload_cluster, None, WORKLOAD_GATEWAY_PORT)
         actual = gateway_address.apply(
-            lambda address: gateway_alias_objects(workload_cluster, address or None, WORKLOAD_GATEWAY_PORT))
-        self.resources = [apply_object(resource_name(cluster, template), _late_fields(template, actual, i), child)
-                          for i, template in enumerate(templates)]
+            lambda address: gateway_alias_objects(workload_cluster, address or None, WORKLOAD_GATEWAY_PORT)
+        )
+        self.resources = [
+            apply_object(resource_name(cluster, template), _late_fields(template, actual, i), child)
+            for i, template in enumerate(templates)
+        ]
         self.register_outputs({})
