@@ -18,14 +18,15 @@ import re
 import shlex
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from . import gc_policy, runbook, views
-from .version import VERSION
 from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
 from .scheduling import load_previous, schedule
+from .version import VERSION
 
 if TYPE_CHECKING:
     from .api.inference_gateway import Proxy

@@ -62,7 +62,7 @@ def _bash_function(parser: argparse.ArgumentParser) -> str:
     per_command = "\n".join(
         f"        {c.name}) opts={shlex.quote(' '.join(n for o in c.options for n in o.names))};;" for c in commands
     )
-    values = {}
+    values: dict[str, str] = {}
     for command in commands:
         for option in command.options:
             if option.choices:

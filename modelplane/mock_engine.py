@@ -29,6 +29,7 @@ import time
 import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 MAX_BODY = 1 << 20  # bytes; a larger request body is a 413
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -42,8 +43,7 @@ def _text(content):
         return content
     if isinstance(content, list):
         return " ".join(
-            (p.get("text") if isinstance(p.get("text"), str) else "") if isinstance(p, dict) else str(p)
-            for p in content
+            (text if isinstance(text := p.get("text"), str) else "") if isinstance(p, dict) else str(p) for p in content
         )
     return ""
 
@@ -64,8 +64,10 @@ def _prompt(v):
     return (
         isinstance(v, str)
         or _strings(v)
-        or isinstance(v, list)
-        and (all(_int(t) for t in v) or all(isinstance(p, list) and all(_int(t) for t in p) for p in v))
+        or (
+            isinstance(v, list)
+            and (all(_int(t) for t in v) or all(isinstance(p, list) and all(_int(t) for t in p) for p in v))
+        )
     )
 
 
@@ -73,15 +75,17 @@ TYPES = {  # expected type, as error messages name it: its check (null always me
     "a string": lambda v: isinstance(v, str),
     "a boolean": lambda v: isinstance(v, bool),
     "an integer": _int,
-    "a number": lambda v: _int(v) or isinstance(v, float) and math.isfinite(v),
+    "a number": lambda v: _int(v) or (isinstance(v, float) and math.isfinite(v)),
     "an object": lambda v: isinstance(v, dict),
     "an array": lambda v: isinstance(v, list),
     "an array of strings": _strings,
     "a string or an array of strings": lambda v: isinstance(v, str) or _strings(v),
     "a string or an array of text blocks": lambda v: (
         isinstance(v, str)
-        or isinstance(v, list)
-        and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in v)
+        or (
+            isinstance(v, list)
+            and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in v)
+        )
     ),
     "a string or an array of strings or tokens": _prompt,
 }
@@ -173,11 +177,12 @@ class ApiError(Exception):
 class Engine(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "mock-engine/1.0"
-    timeout = 30  # seconds per socket read or write (the server's conn_timeout overrides it)
+    timeout: ClassVar[float] = 30  # seconds per socket read or write (the server's conn_timeout overrides it)
     started = body_read = False  # per request: response begun; request body consumed
+    server: "Server"
 
     def setup(self):
-        self.timeout = getattr(self.server, "conn_timeout", None) or self.timeout
+        self.timeout = getattr(self.server, "conn_timeout", None) or self.timeout  # type: ignore[misc]  # per handler, as socketserver reads it
         super().setup()
 
     def __getattr__(self, name):  # every method, known or not, goes through _handle (405, not 501)
@@ -191,7 +196,7 @@ class Engine(BaseHTTPRequestHandler):
 
     def handle_one_request(self):
         self.started = self.body_read = False
-        self.path, self.headers = "", {}
+        self.path, self.headers = "", {}  # type: ignore[assignment]  # what an error answer reads before any request line
         try:
             super().handle_one_request()
         except OSError:  # the client reset or stalled the connection: nobody is left to answer
@@ -280,7 +285,7 @@ class Engine(BaseHTTPRequestHandler):
                 self._linger()
         except ApiError as exc:
             self._fail(exc)
-        except socket.timeout:
+        except TimeoutError:
             self._fail(ApiError(408, "timed out reading the request", code="request_timeout", close=True))
         except ConnectionError:
             self.close_connection = True
@@ -387,7 +392,7 @@ class Engine(BaseHTTPRequestHandler):
         for name, (expected, *bounds) in fields.items():
             value = self._field(req, name, name, expected, name in required)
             low, high = (bounds + [None, None])[:2]
-            if value is not None and (low is not None and value < low or high is not None and value > high):
+            if value is not None and ((low is not None and value < low) or (high is not None and value > high)):
                 expected = f"a value >= {low}" if high is None else f"a value from {low} to {high}"
                 raise self._invalid(name, expected, value, "invalid_value")
         if not req["model"]:
@@ -515,6 +520,11 @@ class Engine(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True  # a thread per connection, never waited for
     request_queue_size = 1024  # listen backlog (socketserver's default, 5, resets bursts of clients)
+    conn_timeout: float | None  # seconds per socket read or write (None: Engine.timeout)
+    pod: str  # reported in replies
+    models: list[str]  # the names it answers, the first reported in replies
+    model: str
+    started: int  # the Unix time /v1/models reports as `created`
 
 
 def make_server(host="0.0.0.0", port=8000, pod=None, models=None, timeout=None):

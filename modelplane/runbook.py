@@ -24,15 +24,16 @@ import shlex
 import stat
 import tempfile
 import time
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 try:
     import fcntl
 except ImportError:  # Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 import yaml
 from ruamel.yaml import YAML
@@ -170,7 +171,7 @@ def undrain(text: str, cluster: str, key: str = DRAIN_KEY) -> Edit:
     taints_entry = _entry(node, "taints")
     if taints_entry is None:
         return Edit(text, note=f"{cluster} is not drained (it has no taints)")
-    items, plain = doc.taints(base, taints_entry[1])
+    _items, plain = doc.taints(base, taints_entry[1])
     matching = [i for i, t in enumerate(plain) if isinstance(t, dict) and t.get("key") == key]
     if not matching:
         others = ", ".join(f"{t.get('key')}:{t.get('effect')}" for t in plain if isinstance(t, dict)) or "none"
@@ -357,10 +358,8 @@ def write_atomically(path: Path, text: str, old_text: str, check: Callable[[Path
         replaced = True
     except BaseException:  # KeyboardInterrupt too: never leave the temporary file behind
         if not replaced:
-            try:
+            with suppress(OSError):
                 os.unlink(temp)
-            except OSError:
-                pass
         raise
     _sync_folder(target.parent)
     return result
@@ -698,9 +697,13 @@ def _sequence_offset(node: Node) -> int | None:
         current = stack.pop(0)
         if isinstance(current, MappingNode):
             for key, value in current.value:
-                if isinstance(value, SequenceNode) and not value.flow_style and value.value:
-                    if value.start_mark.line > key.start_mark.line:
-                        return value.start_mark.column - key.start_mark.column
+                if (
+                    isinstance(value, SequenceNode)
+                    and not value.flow_style
+                    and value.value
+                    and value.start_mark.line > key.start_mark.line
+                ):
+                    return value.start_mark.column - key.start_mark.column
                 stack.append(value)
         elif isinstance(current, SequenceNode):
             stack.extend(current.value)

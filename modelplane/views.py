@@ -4,6 +4,7 @@ edit prints for what it touched, and the warning for a deployment short of repli
 from __future__ import annotations
 
 from .scheduling import DeploymentPlan, Explanation, PlacementDocument, PlanResult
+from .text_table import text_table
 
 
 def condition_line(plan: DeploymentPlan) -> str:
@@ -22,14 +23,6 @@ def _pools_used(result: PlanResult, cluster, separator: str, unit: str = "") -> 
     )
 
 
-def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    lines = [
-        indent + "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [headers, *rows]
-    ]
-    return lines
-
-
 def plan_table(result: PlanResult) -> str:
     lines: list[str] = []
     for plan in result.deployments.values():
@@ -38,7 +31,7 @@ def plan_table(result: PlanResult) -> str:
             [r.name, r.cluster, str(r.index), ",".join(r.pools), str(r.node_cost()), r.status] for r in plan.replicas
         ]
         if rows:
-            lines += _table(["REPLICA", "CLUSTER", "INDEX", "POOLS", "NODES", "STATUS"], rows)
+            lines += text_table(["REPLICA", "CLUSTER", "INDEX", "POOLS", "NODES", "STATUS"], rows)
         for removed in plan.removed:
             lines.append(
                 f"  - {removed.replica.name} leaves {removed.replica.cluster}: {removed.reason.summary} "
@@ -57,7 +50,7 @@ def plan_table(result: PlanResult) -> str:
         pools = _pools_used(result, cluster, " ")
         rows.append([cluster.name, str(counts.get(cluster.name, 0)), pools or "-"])
     lines.append("Clusters (nodes used/declared per pool):")
-    lines += _table(["CLUSTER", "REPLICAS", "POOLS"], rows)
+    lines += text_table(["CLUSTER", "REPLICAS", "POOLS"], rows)
     return "\n".join(lines) + "\n"
 
 
@@ -65,12 +58,9 @@ def explain_table(explanation: Explanation) -> str:
     lines = [condition_line(explanation.plan)]
     rows = []
     for verdict in explanation.verdicts:
-        if verdict.available:
-            text = "available"
-        else:
-            text = "; ".join(r.detail for r in verdict.reasons)
+        text = "available" if verdict.available else "; ".join(r.detail for r in verdict.reasons)
         rows.append([verdict.cluster, str(verdict.hosts), text])
-    lines += _table(["CLUSTER", "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
+    lines += text_table(["CLUSTER", "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
     lines.append(explanation.summary)
     return "\n".join(lines) + "\n"
 

@@ -104,7 +104,7 @@ class BaseURL:
     authorization: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "BaseURL":
+    def parse(cls, text: str) -> BaseURL:
         """Raises ValueError with a message that never repeats a password."""
         try:
             parts = urllib.parse.urlsplit(text.strip())

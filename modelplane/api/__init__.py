@@ -13,13 +13,13 @@ from .model_service import ModelEndpoint, ModelService
 from .serving_stack import ServingStack, ServingStackConfig
 
 __all__ = [
+    "KINDS",
     "ConfigError",
     "ConfigIssue",
     "Fleet",
     "InferenceClass",
     "InferenceCluster",
     "InferenceGateway",
-    "KINDS",
     "ModelCache",
     "ModelDeployment",
     "ModelEndpoint",

@@ -10,7 +10,7 @@ it first, naming both endpoints.
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping
+from collections.abc import Mapping
 
 from .errors import ConfigIssue
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.alias_generators import to_camel
@@ -82,7 +83,7 @@ class SecretValue:
     infra layer wraps in `pulumi.Output.secret`. Its repr never shows either.
     """
 
-    __slots__ = ("plaintext", "ciphertext", "declared_secure")
+    __slots__ = ("ciphertext", "declared_secure", "plaintext")
     shown_as = "a secret value"  # what a message says instead of the value
 
     def __init__(self, plaintext: str | None = None, *, ciphertext: str | None = None, declared_secure: bool = True):
@@ -106,7 +107,7 @@ class SecretValue:
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        def coerce(value: Any) -> "SecretValue":
+        def coerce(value: Any) -> SecretValue:
             if isinstance(value, SecretValue):
                 if value.plaintext is None and not value.ciphertext:
                     raise ValueError(

@@ -51,7 +51,7 @@ class Provisioning(ApiModel):
     aks: AKSProvisioning | None = None
 
     @model_validator(mode="after")
-    def _one_block_for_the_provider(self) -> "Provisioning":
+    def _one_block_for_the_provider(self) -> Provisioning:
         rules = Rules()
         wanted = self.provider.lower()
         rules.check(
@@ -78,7 +78,7 @@ class AttributeValue(ApiModel):
     int_: int | None = Field(default=None, alias="int", ge=INT64_MIN, le=INT64_MAX)
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "AttributeValue":
+    def _exactly_one(self) -> AttributeValue:
         rules = Rules()
         set_fields = [name for name, value in self._typed().items() if value is not None]
         rules.check(
@@ -122,7 +122,7 @@ class DeviceSpec(ApiModel):
     capacity: dict[str, CapacityValue] = Field(default_factory=dict, max_length=32)
 
     @model_validator(mode="after")
-    def _dra_rules(self) -> "DeviceSpec":
+    def _dra_rules(self) -> DeviceSpec:
         rules = Rules()
         rules.check(
             self.claim != "DRA" or self.device_class_name is not None,
@@ -157,7 +157,7 @@ class InferenceClass(ApiModel):
     devices: list[DeviceSpec] = Field(min_length=1, max_length=16)
 
     @model_validator(mode="after")
-    def _unique_devices(self) -> "InferenceClass":
+    def _unique_devices(self) -> InferenceClass:
         rules = Rules()
         rules.unique_names("devices", self.devices, "device", " in a class")
         rules.raise_if_any()

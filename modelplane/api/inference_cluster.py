@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -14,8 +14,8 @@ from .common import (
     Labels,
     LabelValue,
     QualifiedName,
-    RuleViolation,
     Rules,
+    RuleViolation,
     SecretValue,
     SingleLine,
     duplicates,
@@ -67,7 +67,7 @@ class KindSource(ApiModel):
     node_image: SingleLine = Field(default=DEFAULT_KIND_NODE_IMAGE, min_length=1)
 
     @model_validator(mode="after")
-    def _kind_name(self) -> "KindSource":
+    def _kind_name(self) -> KindSource:
         rules = Rules()
         if self.cluster_name is not None:
             rules.check(
@@ -130,7 +130,7 @@ class ClusterSource(ApiModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _explain_unsupported_sources(cls, data: object) -> object:
+    def _explain_unsupported_sources(cls, data: Any) -> Any:
         source = data.get("source") if isinstance(data, dict) else None
         if isinstance(source, str) and source in _UNSUPPORTED_SOURCES:
             raise RuleViolation(
@@ -147,7 +147,7 @@ class ClusterSource(ApiModel):
         return data
 
     @model_validator(mode="after")
-    def _one_block_for_the_source(self) -> "ClusterSource":
+    def _one_block_for_the_source(self) -> ClusterSource:
         rules = Rules()
         wanted = self.source.lower()
         rules.check(getattr(self, wanted) is not None, [wanted], f"source {self.source} requires the '{wanted}' block")
@@ -187,7 +187,7 @@ class Fabric(ApiModel):
     infiniband: InfiniBand | None = None
 
     @model_validator(mode="after")
-    def _block_only_for_infiniband(self) -> "Fabric":
+    def _block_only_for_infiniband(self) -> Fabric:
         rules = Rules()
         rules.check(
             self.infiniband is None or self.type == "InfiniBand",
@@ -209,7 +209,7 @@ class NodePool(ApiModel):
     fabric: Fabric | None = None
 
     @model_validator(mode="after")
-    def _bounds(self) -> "NodePool":
+    def _bounds(self) -> NodePool:
         rules = Rules()
         low, high = self.min_node_count, self.max_node_count
         if low is not None and high is not None:
@@ -240,14 +240,14 @@ class InferenceCluster(ApiModel):
     serving_stack: ServingStackConfig | None = None  # per-cluster overrides of modelplane:servingStack
 
     @model_validator(mode="after")
-    def _pool_rules(self) -> "InferenceCluster":
+    def _pool_rules(self) -> InferenceCluster:
         rules = Rules()
         source = self.cluster.source
         rules.unique_names("nodePools", self.node_pools, "pool", " in a cluster")
         for i, (key, effect) in duplicates((t.key, t.effect) for t in self.taints):
             rules.fail(["taints", i], f"taint {key}:{effect} is listed twice")
         for i, pool in enumerate(self.node_pools):
-            at = ["nodePools", i]
+            at: list[str | int] = ["nodePools", i]
             if self.cluster.is_cloud or source == "Kind":
                 rules.check(
                     pool.name != "system",

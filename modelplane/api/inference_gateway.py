@@ -39,7 +39,7 @@ class LoadBalancing(ApiModel):
     metallb: MetalLB | None = None
 
     @model_validator(mode="after")
-    def _metallb_block(self) -> "LoadBalancing":
+    def _metallb_block(self) -> LoadBalancing:
         rules = Rules()
         if self.load_balancer == "MetalLB":
             rules.check(self.metallb is not None, ["metallb"], "loadBalancer MetalLB requires the 'metallb' block")
@@ -132,7 +132,7 @@ class InferenceGateway(ApiModel):
         return component not in self.preinstalled
 
     @model_validator(mode="after")
-    def _rules(self) -> "InferenceGateway":
+    def _rules(self) -> InferenceGateway:
         rules = Rules()
         if self.proxy == "Traefik":
             rules.check(

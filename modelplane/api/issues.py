@@ -7,9 +7,11 @@ import functools
 import re
 import types
 import typing
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .common import RuleViolation, SecretValue, Unreadable
 from .errors import ConfigIssue, PathPart, format_path, shown
@@ -89,7 +91,7 @@ def issues_from_validation(
             at = rel.index("[key]")
             rel = rel[: at - 1] + (str(rel[at - 1]),)  # a mapping key, even if YAML read it as a number
             hide = is_secret_position(rel[:-1])
-            if hide and not _WORDLIKE.fullmatch(rel[-1]):
+            if hide and not _WORDLIKE.fullmatch(str(rel[-1])):
                 rel = rel[:-1]
             found.append(ConfigIssue(tuple(prefix) + rel, f"key {_describe(detail, model, rel, tuple(prefix), hide)}"))
             continue
@@ -114,9 +116,7 @@ def issues_from_validation(
     return found
 
 
-def _describe(
-    detail: dict[str, Any], model: type[BaseModel], rel: tuple, prefix: tuple = (), hide: bool = False
-) -> str:
+def _describe(detail: ErrorDetails, model: type[BaseModel], rel: tuple, prefix: tuple = (), hide: bool = False) -> str:
     kind, context, value = detail["type"], detail.get("ctx") or {}, detail.get("input")
     if isinstance(value, SecretValue) and kind != "value_error":
         return "is encrypted (secure:), but this field is not a secret; store it in plain text"
@@ -228,7 +228,7 @@ def _secret_leaves(target: Any) -> list[tuple[str, ...]]:
     return list(_model_secret_leaves(target, 0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model_secret_leaves(target: type[BaseModel], depth: int) -> tuple[tuple[str, ...], ...]:
     if depth > 6:
         return ()

@@ -7,8 +7,9 @@ the CLI (values from a stack file, secrets still encrypted), so both reject the 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -199,10 +200,12 @@ def _parse_entity(
     broken: set[tuple[str, Any]],
 ) -> None:
     """Validate one object into `result[identity]`, or record it as broken."""
-    if _name_ok(name_problem, path[-1], path, issues):
-        if (obj := _validate(spec.model, body, path, issues)) is not None:
-            result[identity] = obj
-            return
+    if (
+        _name_ok(name_problem, path[-1], path, issues)
+        and (obj := _validate(spec.model, body, path, issues)) is not None
+    ):
+        result[identity] = obj
+        return
     broken.add((path[0], identity))
 
 

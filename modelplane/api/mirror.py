@@ -176,7 +176,7 @@ class Mirror(ApiModel):
     manifests: SingleLine | None = Field(default=None, max_length=1024)
 
     @model_validator(mode="after")
-    def _locations(self) -> "Mirror":
+    def _locations(self) -> Mirror:
         rules = Rules()
         if self.charts is None and self.manifests is None:
             rules.fail([], "set `charts`, `manifests` or both (see docs/air-gapped.md), or remove the block")

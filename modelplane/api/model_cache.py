@@ -10,7 +10,6 @@ from pydantic import AfterValidator, Field, model_validator
 from .common import ApiModel, LabelSelector, Rules, SecretValue, SingleLine
 from .errors import shown
 
-
 _REPO_ID = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}")  # fullmatch
 
 
@@ -36,7 +35,7 @@ class ModelCache(ApiModel):
     cluster_selector: LabelSelector | None = None
 
     @model_validator(mode="after")
-    def _source_block(self) -> "ModelCache":
+    def _source_block(self) -> ModelCache:
         rules = Rules()
         rules.check(
             self.hugging_face is not None, ["huggingFace"], "source HuggingFace requires the 'huggingFace' block"

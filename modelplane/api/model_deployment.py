@@ -36,7 +36,7 @@ class Toleration(ApiModel):
     effect: Literal["NoSchedule", "NoExecute"] | None = None
 
     @model_validator(mode="after")
-    def _operator_rules(self) -> "Toleration":
+    def _operator_rules(self) -> Toleration:
         rules = Rules()
         if self.operator == "Equal":
             rules.check(bool(self.key), ["key"], "is required with operator Equal (or use operator: Exists)")
@@ -70,7 +70,7 @@ class NodeSelector(ApiModel):
     devices: list[DeviceRequestSpec] = Field(min_length=1, max_length=16)
 
     @model_validator(mode="after")
-    def _unique_requests(self) -> "NodeSelector":
+    def _unique_requests(self) -> NodeSelector:
         rules = Rules()
         rules.unique_names("devices", self.devices, "request", " in a member")
         rules.raise_if_any()
@@ -102,7 +102,7 @@ class EnvVarSource(ApiModel):
     field_ref: FieldSelector | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "EnvVarSource":
+    def _exactly_one(self) -> EnvVarSource:
         rules = Rules()
         chosen = [n for n in ("secretKeyRef", "configMapKeyRef", "fieldRef") if getattr(self, _snake(n)) is not None]
         rules.check(len(chosen) == 1, [], "set exactly one of secretKeyRef, configMapKeyRef, fieldRef")
@@ -120,7 +120,7 @@ class EnvVar(ApiModel):
     value_from: EnvVarSource | None = None
 
     @model_validator(mode="after")
-    def _value_or_source(self) -> "EnvVar":
+    def _value_or_source(self) -> EnvVar:
         rules = Rules()
         rules.check(self.value is None or self.value_from is None, ["valueFrom"], "set value or valueFrom, not both")
         rules.raise_if_any()
@@ -135,7 +135,7 @@ class Container(ApiModel):
     env: list[EnvVar] | None = Field(default=None, max_length=MAX_LIST)
 
     @model_validator(mode="after")
-    def _env_unique(self) -> "Container":
+    def _env_unique(self) -> Container:
         rules = Rules()
         for i, name in duplicates(e.name for e in self.env or []):
             rules.fail(["env", i, "name"], f"variable {shown(name)} is set twice")
@@ -152,7 +152,7 @@ class PodSpec(ApiModel):
     image_pull_secrets: list[LocalObjectReference] | None = Field(default=None, max_length=64)
 
     @model_validator(mode="after")
-    def _engine_container(self) -> "PodSpec":
+    def _engine_container(self) -> PodSpec:
         rules = Rules()
         rules.check(
             self.containers[0].name == ENGINE_CONTAINER,
@@ -184,7 +184,7 @@ class Member(ApiModel):
     template: MemberTemplate
 
     @model_validator(mode="after")
-    def _worker_block(self) -> "Member":
+    def _worker_block(self) -> Member:
         rules = Rules()
         rules.check(
             self.worker is None or self.role == "Worker", ["worker"], "is only allowed on a member with role Worker"
@@ -218,7 +218,7 @@ class Engine(ApiModel):
     members: list[Member] = Field(min_length=1, max_length=2)
 
     @model_validator(mode="after")
-    def _shape(self) -> "Engine":
+    def _shape(self) -> Engine:
         rules = Rules()
         check_engine_shape(rules, [m.role for m in self.members], [])
         rules.check(
@@ -256,7 +256,7 @@ class DeploymentSpec(ApiModel):
     engines: list[Engine] = Field(min_length=1, max_length=8)
 
     @model_validator(mode="after")
-    def _engines(self) -> "DeploymentSpec":
+    def _engines(self) -> DeploymentSpec:
         rules = Rules()
         rules.unique_names("engines", self.engines, "engine")
         check_prefill_decode(rules, self.serving_mode, [e.phase for e in self.engines])

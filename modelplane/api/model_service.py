@@ -64,7 +64,7 @@ class FallbackPolicy(ApiModel):
     healthy_percent: int | None = Field(default=None, ge=1, le=100)
 
     @model_validator(mode="after")
-    def _percent_with_below_healthy(self) -> "FallbackPolicy":
+    def _percent_with_below_healthy(self) -> FallbackPolicy:
         rules = Rules()
         if self.when == "BelowHealthy":
             rules.check(

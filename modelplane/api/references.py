@@ -6,12 +6,14 @@ Returns (errors, warnings). Warnings are things that are legal but probably not 
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 from ..cel import selector_problem
 from .errors import ConfigIssue, shown
 from .fleet import Fleet, NamespacedName
 from .front_door_checks import check_front_door
+from .inference_cluster import ClusterSource
 from .labels import missing_labels
 from .model_deployment import ModelDeployment
 from .serving_stack import FAKE_GPU_DRIVER
@@ -40,7 +42,7 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
 
 
 def check_references(
-    fleet: Fleet, broken: set[tuple[str, object]] = frozenset()
+    fleet: Fleet, broken: AbstractSet[tuple[str, object]] = frozenset()
 ) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
     """`broken` names objects that failed validation on their own: references to them are not
     reported again, so one mistake yields one error."""
@@ -104,13 +106,17 @@ def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[Conf
                     )
                 )
     kind_names: dict[str, tuple] = {}
-    clusters = [(("inferenceClusters", n), c.cluster) for n, c in sorted(fleet.inference_clusters.items())]
+    # (config path, cluster, its kind cluster's name unless it sets clusterName)
+    clusters: list[tuple[tuple[str, ...], ClusterSource, str]] = [
+        (("inferenceClusters", n), c.cluster, n) for n, c in sorted(fleet.inference_clusters.items())
+    ]
     if fleet.inference_gateway:
-        clusters.append((("inferenceGateway",), fleet.inference_gateway.cluster))
-    for path, source in clusters:
-        if source.kind is None:
+        gateway = fleet.inference_gateway
+        clusters.append((("inferenceGateway",), gateway.cluster, gateway.cluster_name))
+    for path, cluster_source, default_name in clusters:
+        if cluster_source.kind is None:
             continue
-        kind_name = source.kind.cluster_name or (path[-1] if len(path) == 2 else fleet.inference_gateway.cluster_name)
+        kind_name = cluster_source.kind.cluster_name or default_name
         if kind_name in kind_names:
             errors.append(
                 ConfigIssue(

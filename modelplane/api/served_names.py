@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import shlex
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import takewhile
-from typing import Iterable, Iterator, Sequence
 
 from . import references
 from .errors import ConfigIssue, shown
@@ -128,7 +129,7 @@ def deployment_engine_names(key: NamespacedName, deployment: ModelDeployment) ->
 
 
 def _reached_engines(
-    fleet: Fleet, skip_namespaces: set[str] = frozenset()
+    fleet: Fleet, skip_namespaces: AbstractSet[object] = frozenset()
 ) -> Iterator[tuple[NamespacedName, list[EngineName]]]:
     """Per ModelService reaching at least one ModelDeployment: the engines of the deployments it reaches."""
     clusters = set(fleet.inference_clusters)
@@ -164,15 +165,15 @@ def service_engine_names(fleet: Fleet) -> dict[NamespacedName, str]:
     """Per ModelService that reaches a ModelDeployment's replicas: the one model name those engines answer,
     which the front door puts in the body's `model`. A service whose engines' name is unknown or not one
     is left out (`validate` refuses such a config: see `served_name_problems`)."""
-    result = {}
+    result: dict[NamespacedName, str] = {}
     for key, engines in _reached_engines(fleet):
         names = {engine.name for engine in engines}
-        if len(names) == 1 and None not in names:
-            result[key] = names.pop()
+        if len(names) == 1 and (name := names.pop()) is not None:
+            result[key] = name
     return result
 
 
-def served_name_problems(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()) -> list[ConfigIssue]:
+def served_name_problems(fleet: Fleet, broken: AbstractSet[tuple[str, object]] = frozenset()) -> list[ConfigIssue]:
     """Errors: a routed engine whose name cannot be read; a service whose engines answer different names.
 
     A namespace with a deployment that failed validation on its own is skipped (fix that first)."""

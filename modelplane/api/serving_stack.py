@@ -62,7 +62,7 @@ class GatewaySettings(ApiModel):
     )
 
     @model_validator(mode="after")
-    def _unique_listeners(self) -> "GatewaySettings":
+    def _unique_listeners(self) -> GatewaySettings:
         rules = Rules()
         rules.unique_names("listeners", self.listeners, "listener")
         rules.raise_if_any()
@@ -82,7 +82,7 @@ class ServingStackConfig(ApiModel):
     preinstalled: list[str] = Field(default_factory=list, max_length=len(COMPONENTS))
 
     @model_validator(mode="after")
-    def _known_versions(self) -> "ServingStackConfig":
+    def _known_versions(self) -> ServingStackConfig:
         rules = Rules()
         known = ServingStackVersions.model_fields
         aliases = {f.alias or n: n for n, f in known.items()}
@@ -140,7 +140,7 @@ class ServingStack(ApiModel):
     preinstalled: frozenset[str] = frozenset()  # components the cluster already runs (keys of COMPONENTS)
 
     @classmethod
-    def effective(cls, *layers: ServingStackConfig | None) -> "ServingStack":
+    def effective(cls, *layers: ServingStackConfig | None) -> ServingStack:
         versions: dict[str, str] = {}
         gateway = None
         driver_root = None

@@ -147,7 +147,7 @@ def _not_a_mapping(document: Any, text: str) -> str:
         if isinstance(document, SecretValue)
         else "text"
         if isinstance(document, str)
-        else _TYPE_WORDS.get(_SCALAR_TAGS.get(type(document)), "a value")
+        else _TYPE_WORDS.get(_SCALAR_TAGS.get(type(document), ""), "a value")
     )
     return f"the file is {kind}, not a mapping with a 'config:' section"
 
@@ -199,7 +199,7 @@ _ALL_CHARACTERS = _AllCharacters()
 class _Frame:
     """An open mapping or sequence while the event stream is read."""
 
-    __slots__ = ("is_map", "value", "path", "line", "key", "key_lines")
+    __slots__ = ("is_map", "key", "key_lines", "line", "path", "value")
 
     def __init__(self, is_map: bool, path: tuple, line: int):
         self.is_map, self.path, self.line = is_map, path, line
@@ -255,7 +255,8 @@ class _Builder:
 
         The hot loop of reading a large file: plain local names, one type test per event.
         """
-        get_event, lines, stack = self.loader.get_event, self.lines, []
+        stack: list[_Frame] = []
+        get_event, lines = self.loader.get_event, self.lines
         scalar, mapping_start, ends = (
             yaml.ScalarEvent,
             yaml.MappingStartEvent,
@@ -353,7 +354,7 @@ class _Builder:
 
     def _finish(self, frame: _Frame) -> Any:
         value = frame.value
-        if frame.is_map and len(value) == 1 and "secure" in value:
+        if isinstance(value, dict) and len(value) == 1 and "secure" in value:  # a mapping frame's value
             ciphertext = value["secure"]
             return SecretValue(ciphertext=ciphertext if isinstance(ciphertext, str) else "")
         return value
@@ -393,7 +394,7 @@ class _Builder:
                 event.start_mark.line + 1,
                 f"{quoted(event.value)} cannot be read as "
                 f"{_TYPE_WORDS.get(tag, tag)} ({error}); quote it if it is text",
-            )
+            ) from error
         finally:  # the constructor caches every node; drop it, or memory grows with the file
             self.loader.constructed_objects.pop(node, None)
 

@@ -153,7 +153,7 @@ def ip_range_problem(value: str) -> str | None:
     try:
         if "-" in value:
             first, last = (ipaddress.ip_address(part.strip()) for part in value.split("-", 1))
-            if first.version != last.version or first > last:
+            if first.version != last.version or first > last:  # type: ignore[operator]  # same family (the left test)
                 return f"{shown(value)} must be 'FIRST-LAST' with FIRST <= LAST in the same IP family"
         else:
             ipaddress.ip_network(value, strict=False)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tree import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .errors import SelectorCompileError
 from .library import FUNCTIONS, REGEX_FUNCTIONS
 from .regex import RegexError, compile_regex
+from .tree import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .types import (
     BOOL,
     BYTES,
@@ -232,9 +232,9 @@ class _Checker:
         body = self.visit(node.body, inner)
         transform = self.visit(node.transform, inner) if node.transform is not None else None
         macro = node.macro
-        if macro in ("all", "exists", "exists_one", "filter") or transform is not None:
-            if body.type not in (BOOL, DYN):
-                raise SelectorCompileError(f"{macro}() needs a bool predicate, not {show(body.type)}")
+        predicate = macro in ("all", "exists", "exists_one", "filter") or transform is not None
+        if predicate and body.type not in (BOOL, DYN):
+            raise SelectorCompileError(f"{macro}() needs a bool predicate, not {show(body.type)}")
         per_item = body.cost + (transform.cost if transform else 0) + 2
         cost = rng.cost + max(rng.size, 1) * per_item
         if macro in ("all", "exists", "exists_one"):
@@ -260,6 +260,7 @@ class _Checker:
             self._expect(node.function, [cond.type, then.type, otherwise.type], cond.type in (BOOL, DYN))
             joined = unify(then.type, otherwise.type)
             self._expect(node.function, [cond.type, then.type, otherwise.type], joined is not None)
+            assert joined is not None  # _expect raised otherwise
             return Checked(joined, cond.cost + max(then.cost, otherwise.cost), max(then.size, otherwise.size))
         if node.function in ("_==_", "_!=_"):
             left, right = (self.visit(a, scope) for a in node.args)
@@ -285,7 +286,7 @@ class _Checker:
         matching = [
             o
             for o in candidates
-            if len(o.params) == len(types) and all(assignable(p, t) for p, t in zip(o.params, types))
+            if len(o.params) == len(types) and all(assignable(p, t) for p, t in zip(o.params, types, strict=True))
         ]
         if not matching:
             hint = ""

@@ -10,9 +10,10 @@ apiserver CEL libraries (quantity, semver, regex, lists); DRA's `includes`.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from . import regex
 from .errors import CelRuntimeError
@@ -428,12 +429,14 @@ REGEX_FUNCTIONS = {"matches", "find", "findAll"}  # their pattern argument must 
 
 
 def _ordered(items: list) -> list:
-    for a, b in zip(items, items[1:]):
+    for a, b in itertools.pairwise(items):
         compare(a, b)  # raises for mixed or unorderable element types
     return items
 
 
-define("isSorted", (LIST_DYN,), BOOL, member=True)(lambda xs: all(compare(a, b) <= 0 for a, b in zip(xs, xs[1:])))
+define("isSorted", (LIST_DYN,), BOOL, member=True)(
+    lambda xs: all(compare(a, b) <= 0 for a, b in itertools.pairwise(xs))
+)
 
 
 @define("sum", (LIST_DYN,), DYN, member=True)

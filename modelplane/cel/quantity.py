@@ -201,6 +201,12 @@ class Quantity:
     #   _c * 10**(_e + _gs) with _e + _gs >= 0. Only as_approximate_float and the scale of Dec sums
     #   depend on _gs, so it is tracked without building the (possibly huge) unscaled integer.
     # _fmt: BinarySI / DecimalSI / DecimalExponent.  _s: Go's cached String() ("" = none).
+    _c: int
+    _e: int
+    _dec: bool
+    _gs: int
+    _fmt: str
+    _s: str
 
     def __init__(self, *args, **kwargs):
         raise TypeError("use Quantity.parse() or Quantity.from_int()")
@@ -430,11 +436,11 @@ class Quantity:
         stripped = digits.rstrip("0")
         exponent = e + len(digits) - len(stripped)
         pad = exponent % 3  # lower the exponent to a multiple of 3 (towards -inf)
-        mantissa, exponent = stripped + "0" * pad, exponent - pad
+        significand, exponent = stripped + "0" * pad, exponent - pad
         suffix = _DEC_BY_EXP.get(exponent) if fmt == DECIMAL_SI else None
         if suffix is None:  # DecimalExponent, or DecimalSI beyond n..E (falls back to "e")
             suffix = f"e{exponent}" if exponent else ""
-        return ("-" if c < 0 else "") + mantissa + suffix
+        return ("-" if c < 0 else "") + significand + suffix
 
     def __str__(self) -> str:
         """Quantity.String(): the cached parse input if Go cached it, else the canonical form."""

@@ -9,9 +9,9 @@ test cases; nothing that reads config passes it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
 
 from . import checker, tree
 from .checker import NO_GATES

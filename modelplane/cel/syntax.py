@@ -193,7 +193,7 @@ def _expected(error: UnexpectedInput) -> str:
         expected = set(error.expected)
     elif isinstance(error, UnexpectedCharacters):
         expected = set(error.allowed or ())
-    if _OPERAND_STARTS <= expected:
+    if expected >= _OPERAND_STARTS:
         return "expected a value, a name or '(' here"
     shown = sorted(_PUNCTUATION[name] for name in expected if name in _PUNCTUATION)
     return f"expected {' or '.join(shown)}" if shown and len(shown) <= 4 else ""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 import lark
 
-from .syntax import WRAPPERS, CelSyntaxError, chain_terms, parse_cel, unary_run
 from .errors import SelectorCompileError
+from .syntax import WRAPPERS, CelSyntaxError, chain_terms, parse_cel, unary_run
 from .values import UInt
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -218,6 +219,7 @@ class _Builder:
 
     def _macro(self, name: str, target: Node, raw_args: list) -> Node:
         var = _bare_ident(raw_args[0])
+        assert var is not None  # the caller checked
         if len(raw_args) == 2:
             if name in ("transformList", "transformMap"):
                 raise SelectorCompileError(f"{name}() needs three or four arguments")
@@ -239,9 +241,10 @@ class _Builder:
         raise SelectorCompileError(f"wrong number of arguments to the {name}() macro")
 
     def _bind(self, raw_args: list) -> Node:
-        if len(raw_args) != 3 or _bare_ident(raw_args[0]) is None:
+        name = _bare_ident(raw_args[0]) if len(raw_args) == 3 else None
+        if name is None:
             raise SelectorCompileError("cel.bind() takes (variable name, value, expression)")
-        return Bind(_bare_ident(raw_args[0]), self.build(raw_args[1]), self.build(raw_args[2]))
+        return Bind(name, self.build(raw_args[1]), self.build(raw_args[2]))
 
     def _ident_arg(self, tree: lark.Tree) -> Node:
         name, *rest = tree.children
@@ -273,10 +276,10 @@ class _Builder:
         if not tree.children or tree.children[0] is None:
             return MapLit(())
         parts = [self.build(c) for c in tree.children[0].children]
-        return MapLit(tuple(zip(parts[0::2], parts[1::2])))
+        return MapLit(tuple(zip(parts[0::2], parts[1::2], strict=True)))
 
     def _literal(self, tree: lark.Tree) -> Node:
-        token = tree.children[0]
+        token = cast(lark.Token, tree.children[0])
         return Lit(literal_value(token.type, str(token)))
 
 

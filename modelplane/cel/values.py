@@ -7,6 +7,7 @@ Quantity and Semver. Note `bool` is an `int` subclass in Python: every type test
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .errors import CelRuntimeError
 from .quantity import Quantity
@@ -102,7 +103,7 @@ def is_number(value: object) -> bool:
     return type(value) in (int, UInt, float)
 
 
-def equals(left: object, right: object) -> bool:
+def equals(left: Any, right: Any) -> bool:
     """CEL `==`: heterogeneous equality (false across types, numbers compared by value).
 
     Quantity and Semver compare by value with their own kind; a Quantity or Semver on the left of
@@ -126,7 +127,7 @@ def equals(left: object, right: object) -> bool:
     ):
         return False
     if isinstance(left, list):
-        return len(left) == len(right) and all(equals(a, b) for a, b in zip(left, right))
+        return len(left) == len(right) and all(equals(a, b) for a, b in zip(left, right, strict=True))
     if isinstance(left, dict):
         if len(left) != len(right):
             return False
@@ -171,7 +172,7 @@ def lookup_key(mapping: dict, key: object, presence: bool = False) -> object:
 MISSING = _MISSING
 
 
-def compare(left: object, right: object) -> int:
+def compare(left: Any, right: Any) -> int:
     """CEL ordering (`<` and friends): numbers across int/uint/double, strings, bools, bytes."""
     lt, rt = type(left), type(right)
     if is_number(left) and is_number(right):

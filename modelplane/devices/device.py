@@ -8,8 +8,9 @@ quantities in the canonical form the API server stores them in.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from ..api.inference_class import DeviceSpec
 from ..cel.errors import SelectorEvaluationError

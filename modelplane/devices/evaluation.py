@@ -8,7 +8,8 @@ Compiling and the API server's checks are `modelplane.cel.selectors`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..api.inference_class import DeviceSpec
 from ..cel.checker import NO_GATES

@@ -16,6 +16,7 @@ its endpoint and its place in the route only at the end of the update. There is 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,11 +185,11 @@ def _build_front_door(
             hold_gateway_address=parts.proxy.endpoints_hold_gateway_address,
         )
     services: dict[str, ModelService] = {}
-    for key, objects in parts.routes.items():
-        depends_on = [*gateway.ready, namespaces[key.namespace]]
-        depends_on += [endpoints[f"{key.namespace}/{name}"] for name in parts.route_endpoints[key]]
-        url = gateway.address.apply(lambda address, key=key: service_address(address, key))
-        services[f"{key.namespace}/{key.name}"] = ModelService(
-            key, objects, gateway.cluster, gateway.provider, url, depends_on
+    for service, objects in parts.routes.items():
+        depends_on = [*gateway.ready, namespaces[service.namespace]]
+        depends_on += [endpoints[f"{service.namespace}/{name}"] for name in parts.route_endpoints[service]]
+        url = gateway.address.apply(functools.partial(service_address, key=service))
+        services[f"{service.namespace}/{service.name}"] = ModelService(
+            service, objects, gateway.cluster, gateway.provider, url, depends_on
         )
     return endpoints, services

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -86,7 +87,7 @@ def apply_object(
         return k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, opts=opts, **fields)
     # A resource of this group/kind with more fields than the typed class exposes: every field,
     # plus the ones to read back (e.g. a Gateway's `status`), gets an output.
-    props = {"apiVersion": api_version, "kind": kind, **fields, **{key: None for key in outputs}}
+    props = {"apiVersion": api_version, "kind": kind, **fields, **dict.fromkeys(outputs)}
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
     return pulumi.CustomResource(f"kubernetes:{_type_path(api_version)}:{kind}", name, props, opts)
 

@@ -13,6 +13,7 @@ plan-dependent components are built inside `apply`. The engine reads those outpu
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from dataclasses import dataclass
 from typing import Any
@@ -89,7 +90,7 @@ def service_urls(fleet: Fleet, infra: Infrastructure) -> dict[str, pulumi.Output
     if infra.gateway is None:
         return {}
     return {
-        str(key): infra.gateway.address.apply(lambda address, key=key: service_address(address, key))
+        str(key): infra.gateway.address.apply(functools.partial(service_address, key=key))
         for key in sorted(fleet.model_services)
     }
 

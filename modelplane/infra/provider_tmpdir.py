@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import pulumi
 

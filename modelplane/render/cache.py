@@ -25,7 +25,7 @@ from typing import Any
 
 from ..api.fleet import Fleet
 from ..api.model_cache import ModelCache
-from ..api.storage import CLOUD_STORAGE_CLASSES, rwx_storage_class  # noqa: F401  (re-exported)
+from ..api.storage import CLOUD_STORAGE_CLASSES, rwx_storage_class
 from ..scheduling.names import child_name
 from .secrets import placeholder
 from .types import MANAGED_BY, Placeholder, deployed_placeholder, meta

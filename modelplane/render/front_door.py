@@ -21,8 +21,9 @@ Secret values are never rendered: see `modelplane.render.secrets`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.inference_gateway import Proxy
@@ -40,6 +41,7 @@ from .types import (
     SYSTEM_NAMESPACE,
     ClusterManifests,
     ClusterStack,
+    HelmRelease,
     check_unique_names,
     collect_placeholders,
     meta,
@@ -104,7 +106,7 @@ def front_door_stack(
     assert gateway is not None  # proxy_for checked
     cluster = gateway.cluster_name
     objects: list[dict[str, Any]] = [namespace(SYSTEM_NAMESPACE)]
-    releases = []
+    releases: list[HelmRelease] = []
     placeholders = []
     balancing = gateway.load_balancing
     if balancing.load_balancer == "MetalLB":

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import reduce
-from typing import Iterable, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from ..api.fleet import Fleet
@@ -195,4 +196,6 @@ def route_backends(namespace: str, service: ModelService, endpoints: Iterable[Fr
         groups.append((entry.weight, entry.fallback, matched))
     weights = distribute_weights([(weight, len(matched)) for weight, _, matched in groups])
     chosen = [(e, fallback) for _, fallback, matched in groups for e in matched]
-    return [RouteBackend(endpoint=e, weight=w, fallback=fallback) for (e, fallback), w in zip(chosen, weights)]
+    return [
+        RouteBackend(endpoint=e, weight=w, fallback=fallback) for (e, fallback), w in zip(chosen, weights, strict=True)
+    ]

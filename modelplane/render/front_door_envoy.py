@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.model_service import EndpointAuth, FallbackPolicy, ModelService
@@ -116,7 +117,7 @@ CLIENT_ACCOUNT_HEADERS = (
     "openai-project",
     "anthropic-organization",
 )
-# Envoy's priority failover (fallback tiers): priority 0 takes min(100, factor × healthy/total %) of the
+# Envoy's priority failover (fallback tiers): priority 0 takes min(100, factor x healthy/total %) of the
 # traffic. Envoy's default factor, 140, spills below 71.4% healthy; 1,000,000 keeps every request on the
 # primaries while any of up to 10,000 hosts is healthy.
 DEFAULT_OVERPROVISIONING = 140
@@ -764,7 +765,7 @@ def service_objects(
     ns, name = key.namespace, key.name
     path_filter = child_name(name, "path")
     prefix = f"/{ns}/{name}/"
-    matches = [{"path": {"type": "PathPrefix", "value": prefix}}]
+    matches: list[dict[str, Any]] = [{"path": {"type": "PathPrefix", "value": prefix}}]
     matches += [
         {
             "path": {"type": "Exact", "value": p},

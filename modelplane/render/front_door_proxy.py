@@ -9,7 +9,8 @@ reference has it). Everything proxy-neutral (endpoints, weights, MetalLB, instal
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.inference_gateway import Proxy

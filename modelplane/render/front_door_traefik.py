@@ -27,7 +27,8 @@ backends, no retries, no fallback, no routing by `model`).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from ..api.fleet import NamespacedName
 from ..api.model_service import EndpointAuth, ModelService

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
-from typing import Mapping, Sequence
 
 from ..api.inference_gateway import DEFAULT_BODY_LIMIT, body_limit_bytes
 from .types import MODEL_HEADER

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -21,8 +22,8 @@ import yaml
 from ..api.model_deployment import Member as MemberSpec
 from ..api.model_deployment import ModelDeployment
 from ..api.served_names import CACHE_MOUNT, serving_args
-from ..scheduling.names import child_name
 from ..scheduling import EngineAssignment, MemberAssignment, PlacedReplica
+from ..scheduling.names import child_name
 from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, meta, replica_host
 
 ENGINE_PORT = 8000
@@ -64,7 +65,7 @@ def render_replica(
     specs = {e.name: e for e in deployment.spec.engines}
     for engine in replica.engines:
         members = specs[engine.name].members
-        for assignment, member in zip(engine.members, members):
+        for assignment in engine.members:
             if assignment.device_requests:
                 objects.append(_claim_template(replica, engine, assignment, labels))
         if engine.members[0].role == "Standalone":
@@ -196,13 +197,13 @@ def _deployment(
 def _leader_worker_set(
     replica: PlacedReplica,
     engine: EngineAssignment,
-    specs: tuple[MemberSpec, ...],
+    specs: Sequence[MemberSpec],
     cache_claim: str | None,
     labels: dict[str, str],
     mode: str,
 ) -> dict[str, Any]:
     name = child_name(replica.name, engine.name)
-    roles = {m.role: (m, s) for m, s in zip(engine.members, specs)}
+    roles = {m.role: (m, s) for m, s in zip(engine.members, specs, strict=True)}
     leader, leader_spec = roles["Leader"]
     worker, worker_spec = roles["Worker"]
     rank = [

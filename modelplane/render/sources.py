@@ -24,12 +24,14 @@ import dataclasses
 import hashlib
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..api.errors import ModelplaneError
 from ..api.mirror import Location, Mirror, is_local_path
+from ..text_table import text_table
 from .types import ClusterManifests, ClusterStack, HelmRelease, RemoteManifest
 
 # SHA-256 of upstream manifests, keyed by their exact URL (a new version has no pin until someone
@@ -280,11 +282,6 @@ def mirror_sources(manifests: Iterable[ClusterStack | ClusterManifests], mirror:
 # --- views ------------------------------------------------------------------------------------------
 
 
-def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
-    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
-
-
 def _clusters(names: tuple[str, ...]) -> str:
     return ",".join(names) if len(names) <= 3 else f"{len(names)} clusters"
 
@@ -296,12 +293,12 @@ def sources_table(sources: Sources) -> str:
     else:
         lines = [f"Mirror: charts {mirror.charts or '(upstream)'}, manifests {mirror.manifests or '(upstream)'}"]
     lines += ["", f"Helm charts ({len(sources.charts)}):"]
-    lines += _table(
+    lines += text_table(
         ["CHART", "VERSION", "UPSTREAM", "IN THE MIRROR", "CLUSTERS"],
         [[c.chart, c.version, c.repository, c.destination or c.file, _clusters(c.clusters)] for c in sources.charts],
     )
     lines += ["", f"CRD manifests ({len(sources.manifests)}):"]
-    lines += _table(
+    lines += text_table(
         ["FILE", "UPSTREAM", "SHA-256", "IN THE MIRROR", "CLUSTERS"],
         [
             [m.file, m.url, m.sha256 or NOT_PINNED, m.destination or m.file, _clusters(m.clusters)]
@@ -388,9 +385,9 @@ def _fill_manifests(sources: Sources) -> list[str]:
 
 
 __all__ = [
+    "PINNED_SHA256",
     "ChartSource",
     "ManifestSource",
-    "PINNED_SHA256",
     "Sources",
     "chart_file_name",
     "digest_problem",

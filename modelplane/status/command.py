@@ -20,6 +20,7 @@ from ..api.stackfile import find_project_dir
 from ..api.textfile import read_text
 from ..render.types import replica_host
 from ..scheduling import PlacementDocument, load_previous, schedule
+from .fallback import fallback_lines
 from .kubeconfig import (
     ClusterAccess,
     KubeconfigError,
@@ -29,7 +30,6 @@ from .kubeconfig import (
     parse_kubeconfig,
 )
 from .live import read_clusters
-from .fallback import fallback_lines
 from .probe import ProbeTarget, probe_all
 from .replicas import WatchedReplica, watched_replicas
 from .report import Runbook, StatusReport, build_report
@@ -69,7 +69,7 @@ def run(fleet: Fleet, stack_path: Path, args: argparse.Namespace) -> int:
 
 
 def last_placement(
-    stack: "Stack", previous: Path | None, needs_kubeconfigs: bool
+    stack: Stack, previous: Path | None, needs_kubeconfigs: bool
 ) -> tuple[PlacementDocument, dict | None, list[str]]:
     """The last `pulumi up`'s placement, the stack's outputs when they were read for it, and notes."""
     if previous is not None:
@@ -81,7 +81,7 @@ def last_placement(
 
 
 def cluster_accesses(
-    stack: "Stack",
+    stack: Stack,
     fleet: Fleet,
     clusters: list[str],
     folder: Path | None,
@@ -132,7 +132,7 @@ def check_names(document: PlacementDocument) -> None:
     for i, replica in enumerate(document.replicas):
         for field, value in (("cluster", replica.cluster), ("namespace", replica.namespace), ("name", replica.name)):
             if (problem := syntax.dns_label_problem(value)) is not None:
-                problems.append(f"replicas[{i}].{field} {ascii(value)}: {problem}")
+                problems.append(f"replicas[{i}].{field} {value!a}: {problem}")
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise ModelplaneError(f"the last placement holds names that are not Kubernetes names: {shown}")
@@ -258,7 +258,7 @@ class Stack:
         self.path, self.name, self.label, self.given_by_name = path, name, label, given_by_name
 
     @classmethod
-    def of(cls, path: Path, stack: str | None) -> "Stack":
+    def of(cls, path: Path, stack: str | None) -> Stack:
         if stack:
             return cls(path, stack, stack, True)
         match = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", path.name)

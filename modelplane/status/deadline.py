@@ -10,10 +10,12 @@ whole command's traceback.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,7 +41,7 @@ class Watchdog:
 
     def release(self, sock: socket.socket | None) -> None:
         with self._lock:
-            self._sockets.discard(sock)  # type: ignore[arg-type]
+            self._sockets.discard(sock)
 
     def cancel(self) -> None:
         self._timer.cancel()
@@ -54,10 +56,8 @@ class Watchdog:
 
 
 def _shutdown(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):  # already closed
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed
-        pass
 
 
 def gather(
@@ -85,7 +85,7 @@ def gather(
                 return
             try:
                 result = work(items[index])
-            except Exception as error:  # noqa: BLE001 - one item's failure is that item's result
+            except Exception as error:
                 result = failed(items[index], error)
             with lock:
                 results[index] = result

@@ -30,6 +30,7 @@ import tempfile
 import time
 import urllib.parse
 from pathlib import Path
+from typing import cast
 
 from ..api.errors import ModelplaneError
 from ..api.textfile import read_text
@@ -110,7 +111,7 @@ class KubeClient:
             self._context = tls_context(self.access, cert, key)
         self._connection = self._connect()
 
-    def _connect(self) -> "_Connection":
+    def _connect(self) -> _Connection:
         timeout = self._remaining()
         if self._proxy is None:
             return _Connection(
@@ -143,6 +144,7 @@ class KubeClient:
     def _send(self, target: str, headers: dict[str, str], path: str) -> tuple[int, bytes]:
         for attempt in (1, 2):
             connection = self._connection
+            assert connection is not None  # _connect ran
             reused = connection.sock is not None
             try:
                 timeout = self._remaining()
@@ -166,7 +168,7 @@ class KubeClient:
             except ReadError:
                 connection.close()
                 raise
-            except Exception as error:  # noqa: BLE001 - every network failure becomes a ReadError
+            except Exception as error:
                 connection.close()
                 budget_ran_out = isinstance(error, (TimeoutError, socket.timeout)) and timeout < self.timeout
                 if self.watchdog.expired or budget_ran_out:  # (a read's timeout is cut to what is left)
@@ -189,8 +191,8 @@ class _Connection(http.client.HTTPConnection):
         self.sock = socket.create_connection((self.host, self.port), self.timeout)
         self._watchdog.guard(self.sock)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self._tunnel_host:
-            self._tunnel()
+        if self._tunnel_host:  # type: ignore[attr-defined]  # http.client's own proxy tunnel, as its connect() does
+            self._tunnel()  # type: ignore[attr-defined]
         if self._tls is not None:  # the TLS socket takes the raw one's descriptor over: guard it before the handshake
             raw = self.sock
             self.sock = self._tls.wrap_socket(raw, server_hostname=self._server_name, do_handshake_on_connect=False)
@@ -211,7 +213,8 @@ def _read_capped(response: http.client.HTTPResponse, path: str) -> bytes:
             f"GET {path} answered with {int(length):,} bytes; status reads at most "
             f"{MAX_BODY_BYTES >> 20} MiB per answer",
         )
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         chunk = response.read(min(1 << 20, MAX_BODY_BYTES + 1 - size))
         if not chunk:
@@ -258,7 +261,7 @@ def tls_context(access: ClusterAccess, cert_pem: bytes | None = None, key_pem: b
     else:
         ca_pem = access.ca_pem
         if ca_pem is None and access.ca_file is not None:
-            ca_pem = _pem_file(access.ca_file, "certificate-authority", access).decode()
+            ca_pem = cast(bytes, _pem_file(access.ca_file, "certificate-authority", access)).decode()
         try:
             context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
         except (OSError, ssl.SSLError, ValueError):
@@ -344,6 +347,7 @@ def exec_credential(plugin: dict, timeout: float = EXEC_TIMEOUT) -> dict:
             "unreadable",
             f"its kubeconfig's credential plugin {shown} printed no ExecCredential with a token or client certificate",
         )
+    assert isinstance(status, dict)  # `ok` says so
     return {k: status[k] for k in ("token", "clientCertificateData", "clientKeyData") if isinstance(status.get(k), str)}
 
 
@@ -358,17 +362,20 @@ def _run_capped(argv: list[str], env: dict[str, str], timeout: float, cap: int) 
     process = subprocess.Popen(
         argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
-    chunks, size = [], 0
+    stdout = process.stdout
+    assert stdout is not None  # stdout=PIPE
+    chunks: list[bytes] = []
+    size = 0
     try:
         with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(stdout, selectors.EVENT_READ)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise subprocess.TimeoutExpired(argv, timeout)
                 if not selector.select(left):
                     continue
-                chunk = os.read(process.stdout.fileno(), 65536)
+                chunk = os.read(stdout.fileno(), 65536)
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -381,7 +388,7 @@ def _run_capped(argv: list[str], env: dict[str, str], timeout: float, cap: int) 
         if process.poll() is None:
             process.kill()
             process.wait()
-        process.stdout.close()
+        stdout.close()
 
 
 def _read_error(error: Exception, host: str, port: int, timeout: float) -> ReadError:
@@ -402,7 +409,7 @@ def _read_error(error: Exception, host: str, port: int, timeout: float) -> ReadE
     if isinstance(error, socket.gaierror):
         return ReadError("unreachable", f"cannot resolve {host}")
     if isinstance(error, UnicodeError):  # a host name IDNA cannot encode
-        return ReadError("unreadable", f"its server's host name {ascii(host)} cannot be encoded (IDNA)")
+        return ReadError("unreadable", f"its server's host name {host!a} cannot be encoded (IDNA)")
     if isinstance(error, OSError):
         if "Tunnel connection failed" in str(error):
             return ReadError("unreachable", f"the proxy refused the connection to {where}")

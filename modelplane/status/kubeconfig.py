@@ -19,9 +19,10 @@ import ipaddress
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -65,7 +66,7 @@ class ClusterAccess:
     __str__ = __repr__
 
     @classmethod
-    def unusable(cls, cluster: str, origin: str, problem: str) -> "ClusterAccess":
+    def unusable(cls, cluster: str, origin: str, problem: str) -> ClusterAccess:
         return cls(cluster, origin, "", problem=problem)
 
 

@@ -9,7 +9,7 @@ connection (at most `REQUEST_TIMEOUT`); a slow one, or one that trickles its ans
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..api import syntax
 from ..render.replica import SERVING
@@ -45,7 +45,7 @@ def read_clusters(
         ),
         failed=lambda c, e: ClusterReading(c, error=f"reading it failed ({type(e).__name__})", error_kind="unreadable"),
     )
-    return dict(zip(names, readings))
+    return dict(zip(names, readings, strict=True))
 
 
 def read_cluster(
@@ -58,7 +58,7 @@ def read_cluster(
         replicas: dict[tuple[str, str], ReplicaPods] = {}
         for namespace in sorted(namespaces):
             if syntax.dns_label_problem(namespace) is not None:  # never a path built from an unchecked name
-                raise ReadError("unreadable", f"namespace {ascii(namespace)} is not a valid namespace name")
+                raise ReadError("unreadable", f"namespace {namespace!a} is not a valid namespace name")
             path = f"/api/v1/namespaces/{namespace}/pods"
             pods = _items(client.get(path, {"labelSelector": SERVING}), path)
             claims = []

@@ -52,14 +52,14 @@ def probe(target: ProbeTarget, timeout: float = PROBE_TIMEOUT) -> Probe:
         response.read(MAX_BODY_READ)  # a little, so a short answer is consumed; an endless one is cut off
         if watchdog.expired:  # cut off mid-answer: the status line alone proves nothing
             return Probe("unreachable", detail=f"no complete answer within {timeout:g} s")
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return Probe("unreachable", detail=f"no answer within {timeout:g} s")
     except ConnectionRefusedError:
         return Probe("unreachable", detail=f"connection refused by {host}:{port}")
     except socket.gaierror:
         return Probe("unreachable", detail=f"cannot resolve {host}")
     except UnicodeError:  # a host name IDNA cannot encode
-        return Probe("unreachable", detail=f"the gateway address {ascii(host)} is not a host name that can be encoded")
+        return Probe("unreachable", detail=f"the gateway address {host!a} is not a host name that can be encoded")
     except (OSError, http.client.HTTPException) as error:
         if watchdog.expired:
             return Probe("unreachable", detail=f"no complete answer within {timeout:g} s")
@@ -95,4 +95,4 @@ def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT) -> dic
         late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
         failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"),
     )
-    return {t.key: r for t, r in zip(targets, results)}
+    return {t.key: r for t, r in zip(targets, results, strict=True)}

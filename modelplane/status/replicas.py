@@ -14,11 +14,11 @@ removes it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
-from ..scheduling import PlacementDocument, PlanResult
-from ..scheduling import PlacedReplica, RemovedReplica
+from ..scheduling import PlacedReplica, PlacementDocument, PlanResult, RemovedReplica
 
 Change = Literal["none", "add", "remove", "move"]
 SCALED_DOWN = "ScaledDown"
@@ -104,8 +104,10 @@ def watched_replicas(result: PlanResult, previous: PlacementDocument) -> dict[st
         kept = deployed - {(key.namespace, key.name, r.replica.cluster, r.replica.index) for r in removed}
         new = [r for r in plan.replicas if (key.namespace, key.name, r.cluster, r.index) not in kept]
         movable = [r for r in removed if r.reason.code != SCALED_DOWN]
-        successor_of = {old.replica.name: n for old, n in zip(movable, new)}  # a removed replica's replacement
-        predecessor_of = {n.name: old for old, n in zip(movable, new)}
+        successor_of = {
+            old.replica.name: n for old, n in zip(movable, new, strict=False)
+        }  # a removed replica's replacement
+        predecessor_of = {n.name: old for old, n in zip(movable, new, strict=False)}
         rows = []
         for replica in plan.replicas:
             if (key.namespace, key.name, replica.cluster, replica.index) in kept:

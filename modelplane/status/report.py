@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..scheduling import PlanResult
-from ..scheduling import Condition
+from ..scheduling import Condition, PlanResult
 from .observations import ClusterReading, Probe, ReplicaPods
 from .replicas import WatchedReplica
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..render.types import HEALTH_PATH
-from ..views import _table as table
+from ..text_table import text_table as table
 from .report import DEGRADED, UNREACHABLE, UNREADABLE, StatusReport
 
 COLUMNS = ["REPLICA", "CLUSTER", "POOLS", "PODS", "CLAIMS", "ENDPOINT", "STATUS", "DRIFT"]

@@ -7,16 +7,18 @@ driver installed by AKS. Azure Files CSI is built into AKS, so ModelCache needs 
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import containerservice, network, resources
 
+from ...api.inference_class import AKSProvisioning
 from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_VM_SIZE = "Standard_D4s_v5"
 SYSTEM_DISK_GB = 100
 # Overlay: pods get addresses outside the VNet, so only nodes use the subnet.
-NETWORK_PROFILE = {
+NETWORK_PROFILE: dict[str, Any] = {
     "network_plugin": "azure",
     "network_plugin_mode": "overlay",
     "pod_cidr": "10.244.0.0/16",
@@ -47,7 +49,7 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess
         address_prefix=block.networking.subnet_cidr,
         opts=opts,
     )
-    cluster = containerservice.ManagedCluster(
+    cluster = containerservice.ManagedCluster(  # type: ignore[call-overload]  # plain dicts for the SDK's TypedDict args
         f"{name}-aks",
         resource_group_name=group,
         location=block.location,
@@ -91,7 +93,7 @@ def _agent_pool(
     subnet: network.Subnet,
     parent: pulumi.Resource,
 ) -> containerservice.AgentPool:
-    spec = pool.inference_class.provisioning.block()
+    spec = pool.provisioning_block(AKSProvisioning)
     if pool.pool.fabric_type == "InfiniBand":
         pulumi.log.warn(
             f"cluster {request.name}: pool {pool.name} asks for InfiniBand; the NVIDIA network operator "

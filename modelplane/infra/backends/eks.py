@@ -12,11 +12,13 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from ...api.inference_class import EKSProvisioning
 from ...render.cache import EFS_FILE_SYSTEM_ID
 from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
@@ -143,7 +145,7 @@ def _private_cidr(request: ClusterRequest, public: str) -> str:
     vpc = ipaddress.ip_network(request.block().networking.vpc_cidr)
     network = ipaddress.ip_network(public)
     private = ipaddress.ip_network(f"{network.network_address + PRIVATE_SUBNET_OFFSET}/{network.prefixlen}")
-    if not private.subnet_of(vpc):
+    if not private.subnet_of(vpc):  # type: ignore[arg-type]  # one family: a public subnet lies in the VPC
         raise pulumi.RunError(
             f"cluster {request.name}: the private subnet for {public} would be {private} "
             f"(third octet +48), outside vpcCidr {vpc}; widen vpcCidr or pick lower subnet CIDRs"
@@ -166,7 +168,7 @@ def _network(request: ClusterRequest, zones: list[str], opts: pulumi.ResourceOpt
         f"{name}-public", vpc_id=vpc.id, opts=opts, routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}]
     )
     public, private = [], {}
-    for zone, cidr in zip(zones, networking.subnet_cidrs):
+    for zone, cidr in zip(zones, networking.subnet_cidrs, strict=False):
         subnet = aws.ec2.Subnet(
             f"{name}-public-{zone}",
             vpc_id=vpc.id,
@@ -199,7 +201,7 @@ def _network(request: ClusterRequest, zones: list[str], opts: pulumi.ResourceOpt
     private_routes = aws.ec2.RouteTable(
         f"{name}-private", vpc_id=vpc.id, opts=opts, routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}]
     )
-    associations = [
+    associations: list[pulumi.Resource] = [
         aws.ec2.RouteTableAssociation(
             f"{name}-private-{zone}", subnet_id=subnet.id, route_table_id=private_routes.id, opts=opts
         )
@@ -238,21 +240,25 @@ def _gpu_node_group(
     node_opts: pulumi.ResourceOptions,
     parent: pulumi.Resource,
 ) -> eks.ManagedNodeGroup:
-    spec = pool.inference_class.provisioning.block()
+    spec = pool.provisioning_block(EKSProvisioning)
     name = f"{request.name}-{pool.name}"
     zones = pool.pool.zones or list(network.private)
-    args = dict(
-        cluster=cluster,
-        node_role=node_role,
-        instance_types=[spec.instance_type],
-        ami_type=GPU_AMI,
-        labels=pool.labels(),
-        taints=[{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}],
-        subnet_ids=[network.private[zone].id for zone in zones],
+    args: dict[str, Any] = {
+        "cluster": cluster,
+        "node_role": node_role,
+        "instance_types": [spec.instance_type],
+        "ami_type": GPU_AMI,
+        "labels": pool.labels(),
+        "taints": [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}],
+        "subnet_ids": [network.private[zone].id for zone in zones],
         # desired is seeded from nodeCount once; afterwards the autoscaler owns it
-        scaling_config={"min_size": pool.min_nodes, "desired_size": pool.pool.node_count, "max_size": pool.max_nodes},
-        ignore_scaling_changes=True,
-    )
+        "scaling_config": {
+            "min_size": pool.min_nodes,
+            "desired_size": pool.pool.node_count,
+            "max_size": pool.max_nodes,
+        },
+        "ignore_scaling_changes": True,
+    }
     efa = pool.pool.fabric_type == "EFA"
     if pool.pool.capacity_block is not None:
         # A capacity block is bought capacity in one zone: instances launch into it through a launch

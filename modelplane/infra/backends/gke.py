@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from ...api.inference_class import GKEProvisioning
 from ...render.cache import GKE_NETWORK_NAME
 from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
@@ -114,7 +115,9 @@ def _system_zone(request: ClusterRequest) -> pulumi.Input[list[str]]:
     """One zone for the system pool, next to the first GPU pool; a regional pool would start a node
     in every zone of the region, above its bound of 2."""
     if request.pools:
-        return [request.pools[0].pool.zones[0]]
+        first = request.pools[0].pool.zones
+        assert first is not None  # required on GKE (validated)
+        return [first[0]]
     block = request.block()
     zones = gcp.compute.get_zones_output(project=block.project, region=block.region)
     return zones.names.apply(lambda names: sorted(names)[:1])
@@ -123,8 +126,9 @@ def _system_zone(request: ClusterRequest) -> pulumi.Input[list[str]]:
 def _gpu_node_pool(
     request: ClusterRequest, pool: GpuPool, cluster: gcp.container.Cluster, opts: pulumi.ResourceOptions
 ) -> gcp.container.NodePool:
-    spec = pool.inference_class.provisioning.block()
+    spec = pool.provisioning_block(GKEProvisioning)
     zones = pool.pool.zones
+    assert zones is not None  # required on GKE (validated)
     # GKE counts initial nodes per zone but bounds per pool (total_*): round up so the pool starts
     # with at least nodeCount nodes, unless that would pass the upper bound.
     per_zone = math.ceil(pool.pool.node_count / len(zones))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -81,7 +82,7 @@ def apply_objects(
     cluster: str,
     objects: Iterable[dict[str, Any]],
     opts: pulumi.ResourceOptions,
-    depends_on: Callable[[dict[str, Any]], list[pulumi.Resource]] = lambda obj: [],
+    depends_on: Callable[[dict[str, Any]], Sequence[pulumi.Resource]] = lambda obj: [],
     replacements: Mapping[str, pulumi.Input[str]] | None = None,
     read_back: Callable[[dict[str, Any]], tuple[str, ...]] = lambda obj: (),
 ) -> list[pulumi.CustomResource]:
@@ -156,7 +157,7 @@ def install_stack(
         depends_on=lambda obj: [prerequisites[n] for n in waits_for(stack, obj)],
         read_back=read_back,
     )
-    gateways = [r for o, r in zip(unserved + served, base + applied) if is_gateway(o)]
+    gateways = [r for o, r in zip(unserved + served, base + applied, strict=True) if is_gateway(o)]
     if len(gateways) != 1:
         raise ValueError(
             f"cluster {cluster}: the rendered stack has {len(gateways)} Gateways named {stack.gateway}; "

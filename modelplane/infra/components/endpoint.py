@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pulumi
 
@@ -67,12 +69,16 @@ def _known(address: str | None, endpoint: FrontDoorEndpoint) -> str:
     return address
 
 
+def _field(objects: list[dict[str, Any]], i: int, key: str) -> Any:
+    return objects[i][key]
+
+
 def _late_fields(template: dict[str, Any], actual: pulumi.Output[list[dict[str, Any]]], i: int) -> dict[str, Any]:
     """The template's identity (apiVersion, kind, metadata) with every other field taken from `actual[i]`."""
     out = {key: template[key] for key in ("apiVersion", "kind", "metadata")}
     for key in template:
         if key not in out:
-            out[key] = actual.apply(lambda objects, key=key: objects[i][key])
+            out[key] = actual.apply(functools.partial(_field, i=i, key=key))
     return out
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pulumi
 
-from ...scheduling import PlacedReplica
 from ...render.types import WORKLOAD_KINDS
+from ...scheduling import PlacedReplica
 from .common import apply_objects, children, component_type
 
 # Engines pull large images and load weights: allow more than the provider's 10-minute default.

@@ -34,7 +34,7 @@ class ModelService(pulumi.ComponentResource):
         child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
         # The traffic policy after the route and its filters: a policy whose target does not exist yet is
         # reported unresolved until it does (the route itself resolves its filters whenever they appear).
-        self.resources = []
+        self.resources: list[pulumi.CustomResource] = []
         for obj in objects:
             after = (
                 pulumi.ResourceOptions(depends_on=list(self.resources))
@@ -44,6 +44,6 @@ class ModelService(pulumi.ComponentResource):
             self.resources.append(
                 apply_object(resource_name(cluster, obj), obj, pulumi.ResourceOptions.merge(child, after))
             )
-        self.route = next(r for r, o in zip(self.resources, objects) if o["kind"] == "HTTPRoute")
+        self.route = next(r for r, o in zip(self.resources, objects, strict=True) if o["kind"] == "HTTPRoute")
         self.url = pulumi.Output.from_input(url)
         self.register_outputs({"url": self.url})
