@@ -8,7 +8,8 @@ as a fresh process with `PYTHONPATH=DIR`, so one venv serves both trees. Written
 `cloud`, and the scheduler benchmark's synthetic fleets as stack files, as benchmarks/bench_plan.py
 writes them):
 * `registrations-STACK.json`: every resource the Pulumi program registers under the test suite's
-  recording mocks (type, name, inputs, parent, provider, dependencies, secrets and options), by URN;
+  recording mocks (type, name, inputs, parent, provider, dependencies, secrets and options), by URN
+  (dependencies sorted: the SDK collects them in a set);
 * `plan-STACK.txt` / `plan-STACK.json`: `modelplane plan` (table, `-o json`): stdout, stderr, exit code;
 * `render-STACK.txt`: every file `modelplane render --out` writes, with its path.
 """
@@ -49,6 +50,10 @@ pulumi.runtime.set_all_config({{"modelplane:" + k: json.dumps(v) for k, v in con
                               ["modelplane:" + k for k in secret_keys])
 _sync_await(run_pulumi_func(lambda: program.run()))
 records = {{r.urn: dataclasses.asdict(r) for r in MONITOR.registrations}}
+for record in records.values():  # sets in the SDK (their order follows str hashes, random per process)
+    record["dependencies"].sort()
+    for urns in record["property_dependencies"].values():
+        urns.sort()
 print(json.dumps(records, indent=1, sort_keys=True, default=sorted))
 """
 

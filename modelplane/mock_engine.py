@@ -19,7 +19,6 @@ Content-Type, 500 anything unexpected - never a traceback or a dropped connectio
 backlog holds hundreds of simultaneous clients; each socket read or write times out after
 Engine.timeout seconds, so a stalled client cannot hold a thread.
 """
-
 import argparse
 import json
 import math
@@ -29,7 +28,6 @@ import time
 import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
 
 MAX_BODY = 1 << 20  # bytes; a larger request body is a 413
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -42,9 +40,8 @@ def _text(content):
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(
-            (text if isinstance(text := p.get("text"), str) else "") if isinstance(p, dict) else str(p) for p in content
-        )
+        return " ".join((p.get("text") if isinstance(p.get("text"), str) else "") if isinstance(p, dict)
+                        else str(p) for p in content)
     return ""
 
 
@@ -61,91 +58,42 @@ def _strings(v):
 
 
 def _prompt(v):
-    return (
-        isinstance(v, str)
-        or _strings(v)
-        or (
-            isinstance(v, list)
-            and (all(_int(t) for t in v) or all(isinstance(p, list) and all(_int(t) for t in p) for p in v))
-        )
-    )
+    return isinstance(v, str) or _strings(v) or isinstance(v, list) and (
+        all(_int(t) for t in v) or all(isinstance(p, list) and all(_int(t) for t in p) for p in v))
 
 
 TYPES = {  # expected type, as error messages name it: its check (null always means "not given")
     "a string": lambda v: isinstance(v, str),
     "a boolean": lambda v: isinstance(v, bool),
     "an integer": _int,
-    "a number": lambda v: _int(v) or (isinstance(v, float) and math.isfinite(v)),
+    "a number": lambda v: _int(v) or isinstance(v, float) and math.isfinite(v),
     "an object": lambda v: isinstance(v, dict),
     "an array": lambda v: isinstance(v, list),
     "an array of strings": _strings,
     "a string or an array of strings": lambda v: isinstance(v, str) or _strings(v),
-    "a string or an array of text blocks": lambda v: (
-        isinstance(v, str)
-        or (
-            isinstance(v, list)
-            and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in v)
-        )
-    ),
+    "a string or an array of text blocks": lambda v: isinstance(v, str) or isinstance(v, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in v),
     "a string or an array of strings or tokens": _prompt,
 }
-_OPENAI = {
-    "model": ("a string",),
-    "stream": ("a boolean",),
-    "stream_options": ("an object",),
-    "max_tokens": ("an integer", 1),
-    "temperature": ("a number", 0, 2),
-    "top_p": ("a number", 0, 1),
-    "n": ("an integer", 1, 128),
-    "presence_penalty": ("a number", -2, 2),
-    "frequency_penalty": ("a number", -2, 2),
-    "seed": ("an integer",),
-    "stop": ("a string or an array of strings",),
-    "user": ("a string",),
-}
+_OPENAI = {"model": ("a string",), "stream": ("a boolean",), "stream_options": ("an object",),
+           "max_tokens": ("an integer", 1), "temperature": ("a number", 0, 2), "top_p": ("a number", 0, 1),
+           "n": ("an integer", 1, 128), "presence_penalty": ("a number", -2, 2),
+           "frequency_penalty": ("a number", -2, 2), "seed": ("an integer",),
+           "stop": ("a string or an array of strings",), "user": ("a string",)}
 FIELDS = {  # path: (required fields, {field: (expected type[, minimum[, maximum]])})
-    "/v1/chat/completions": (
-        ("model", "messages"),
-        dict(
-            _OPENAI,
-            messages=("an array",),
-            max_completion_tokens=("an integer", 1),
-            logprobs=("a boolean",),
-            top_logprobs=("an integer", 0, 20),
-            tools=("an array",),
-            response_format=("an object",),
-            metadata=("an object",),
-        ),
-    ),
-    "/v1/completions": (
-        ("model", "prompt"),
-        dict(
-            _OPENAI,
-            prompt=("a string or an array of strings or tokens",),
-            echo=("a boolean",),
-            suffix=("a string",),
-            logprobs=("an integer", 0, 5),
-            best_of=("an integer", 1, 20),
-        ),
-    ),
-    "/v1/messages": (
-        ("model", "max_tokens", "messages"),
-        {
-            "model": ("a string",),
-            "max_tokens": ("an integer", 1),
-            "messages": ("an array",),
-            "system": ("a string or an array of text blocks",),
-            "stream": ("a boolean",),
-            "temperature": ("a number", 0, 1),
-            "top_p": ("a number", 0, 1),
-            "top_k": ("an integer", 0),
-            "stop_sequences": ("an array of strings",),
-            "metadata": ("an object",),
-            "tools": ("an array",),
-            "tool_choice": ("an object",),
-            "thinking": ("an object",),
-        },
-    ),
+    "/v1/chat/completions": (("model", "messages"), dict(
+        _OPENAI, messages=("an array",), max_completion_tokens=("an integer", 1), logprobs=("a boolean",),
+        top_logprobs=("an integer", 0, 20), tools=("an array",), response_format=("an object",),
+        metadata=("an object",))),
+    "/v1/completions": (("model", "prompt"), dict(
+        _OPENAI, prompt=("a string or an array of strings or tokens",), echo=("a boolean",),
+        suffix=("a string",), logprobs=("an integer", 0, 5), best_of=("an integer", 1, 20))),
+    "/v1/messages": (("model", "max_tokens", "messages"), {
+        "model": ("a string",), "max_tokens": ("an integer", 1), "messages": ("an array",),
+        "system": ("a string or an array of text blocks",), "stream": ("a boolean",),
+        "temperature": ("a number", 0, 1), "top_p": ("a number", 0, 1), "top_k": ("an integer", 0),
+        "stop_sequences": ("an array of strings",), "metadata": ("an object",), "tools": ("an array",),
+        "tool_choice": ("an object",), "thinking": ("an object",)}),
 }
 
 
@@ -177,12 +125,11 @@ class ApiError(Exception):
 class Engine(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "mock-engine/1.0"
-    timeout: ClassVar[float] = 30  # seconds per socket read or write (the server's conn_timeout overrides it)
+    timeout = 30  # seconds per socket read or write (the server's conn_timeout overrides it)
     started = body_read = False  # per request: response begun; request body consumed
-    server: "Server"
 
     def setup(self):
-        self.timeout = getattr(self.server, "conn_timeout", None) or self.timeout  # type: ignore[misc]  # per handler, as socketserver reads it
+        self.timeout = getattr(self.server, "conn_timeout", None) or self.timeout
         super().setup()
 
     def __getattr__(self, name):  # every method, known or not, goes through _handle (405, not 501)
@@ -196,7 +143,7 @@ class Engine(BaseHTTPRequestHandler):
 
     def handle_one_request(self):
         self.started = self.body_read = False
-        self.path, self.headers = "", {}  # type: ignore[assignment]  # what an error answer reads before any request line
+        self.path, self.headers = "", {}
         try:
             super().handle_one_request()
         except OSError:  # the client reset or stalled the connection: nobody is left to answer
@@ -285,7 +232,7 @@ class Engine(BaseHTTPRequestHandler):
                 self._linger()
         except ApiError as exc:
             self._fail(exc)
-        except TimeoutError:
+        except socket.timeout:
             self._fail(ApiError(408, "timed out reading the request", code="request_timeout", close=True))
         except ConnectionError:
             self.close_connection = True
@@ -294,29 +241,21 @@ class Engine(BaseHTTPRequestHandler):
             self._fail(ApiError(500, "internal server error", code="internal_error", close=True))
 
     def _route(self, path):
-        routes = {
-            "/health": "GET",
-            "/v1/models": "GET",
-            "/v1/chat/completions": "POST",
-            "/v1/completions": "POST",
-            "/v1/messages": "POST",
-        }
+        routes = {"/health": "GET", "/v1/models": "GET", "/v1/chat/completions": "POST",
+                  "/v1/completions": "POST", "/v1/messages": "POST"}
         if path not in routes:
             raise ApiError(404, f"Invalid URL ({self.command} {path})")
         allowed = "GET, HEAD" if routes[path] == "GET" else "POST"
         if self.command not in allowed.split(", "):
-            raise ApiError(
-                405, f"Method {self.command} not allowed for {path}; allowed: {allowed}", headers={"Allow": allowed}
-            )
+            raise ApiError(405, f"Method {self.command} not allowed for {path}; allowed: {allowed}",
+                           headers={"Allow": allowed})
         if routes[path] == "GET" and self._unread():  # a GET with a body: answer, then close
             self.close_connection = True
         if path == "/health":
             return self._json(200, {"status": "ok"})
         if path == "/v1/models":
-            models = [
-                {"id": name, "object": "model", "created": self.server.started, "owned_by": "modelplane"}
-                for name in self.server.models
-            ]
+            models = [{"id": name, "object": "model", "created": self.server.started, "owned_by": "modelplane"}
+                      for name in self.server.models]
             return self._json(200, {"object": "list", "data": models})
         req = self._body()
         self._validate(path, req)
@@ -326,14 +265,14 @@ class Engine(BaseHTTPRequestHandler):
         reply = f"Hello from {model}: served by {self.server.pod}"
         words = [w + " " for w in reply.split(" ")]
         words[-1] = words[-1].rstrip()
-        {"/v1/chat/completions": self._chat, "/v1/completions": self._completion, "/v1/messages": self._messages}[path](
-            req, model, reply, words
-        )
+        {"/v1/chat/completions": self._chat, "/v1/completions": self._completion,
+         "/v1/messages": self._messages}[path](req, model, reply, words)
 
     def _body(self):
         """Read and parse the JSON object body, within MAX_BODY."""
         if "Transfer-Encoding" in self.headers:
-            raise ApiError(411, "Transfer-Encoding is not supported: send the body with a Content-Length", close=True)
+            raise ApiError(411, "Transfer-Encoding is not supported: send the body with a Content-Length",
+                           close=True)
         lengths = {v.strip() for v in self.headers.get_all("Content-Length") or []}
         if not lengths:
             raise ApiError(411, "a request body with a Content-Length is required", close=True)
@@ -392,7 +331,7 @@ class Engine(BaseHTTPRequestHandler):
         for name, (expected, *bounds) in fields.items():
             value = self._field(req, name, name, expected, name in required)
             low, high = (bounds + [None, None])[:2]
-            if value is not None and ((low is not None and value < low) or (high is not None and value > high)):
+            if value is not None and (low is not None and value < low or high is not None and value > high):
                 expected = f"a value >= {low}" if high is None else f"a value from {low} to {high}"
                 raise self._invalid(name, expected, value, "invalid_value")
         if not req["model"]:
@@ -441,7 +380,6 @@ class Engine(BaseHTTPRequestHandler):
         def chunk(delta, finish=None):
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             return None, {**base, "object": "chat.completion.chunk", "choices": [choice]}
-
         events = [chunk({"role": "assistant", "content": ""})]
         events += [chunk({"content": w}) for w in words] + [chunk({}, "stop")]
         if (req.get("stream_options") or {}).get("include_usage"):
@@ -452,79 +390,42 @@ class Engine(BaseHTTPRequestHandler):
         prompt = _text(req.get("prompt"))
         usage = {"prompt_tokens": _tokens(prompt), "completion_tokens": _tokens(reply)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        base = {
-            "id": f"cmpl-{uuid.uuid4().hex[:24]}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": model,
-        }
+        base = {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion",
+                "created": int(time.time()), "model": model}
         if not req.get("stream"):
             choice = {"index": 0, "text": reply, "logprobs": None, "finish_reason": "stop"}
             return self._json(200, {**base, "choices": [choice], "usage": usage})
 
         def chunk(text, finish=None):
             return None, {**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]}
-
         self._sse([chunk(w) for w in words] + [chunk("", "stop"), (None, "[DONE]")])
 
     def _messages(self, req, model, reply, words):
-        prompt = (
-            _text(req.get("system"))
-            + " "
-            + " ".join(_text(m.get("content")) for m in req.get("messages") or [] if isinstance(m, dict))
-        )
+        prompt = _text(req.get("system")) + " " + " ".join(
+            _text(m.get("content")) for m in req.get("messages") or [] if isinstance(m, dict))
         usage = {"input_tokens": _tokens(prompt), "output_tokens": _tokens(reply)}
-        message = {
-            "id": f"msg_{uuid.uuid4().hex[:24]}",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": reply}],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": usage,
-        }
+        message = {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
+                   "model": model, "content": [{"type": "text", "text": reply}],
+                   "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}
         if not req.get("stream"):
             return self._json(200, message)
         start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
-        events = [
-            ("message_start", {"type": "message_start", "message": start}),
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            ),
-            ("ping", {"type": "ping"}),
-        ]
-        events += [
-            (
-                "content_block_delta",
-                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}},
-            )
-            for w in words
-        ]
-        events += [
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "usage": {"output_tokens": usage["output_tokens"]},
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                },
-            ),
-            ("message_stop", {"type": "message_stop"}),
-        ]
+        events = [("message_start", {"type": "message_start", "message": start}),
+                  ("content_block_start", {"type": "content_block_start", "index": 0,
+                                           "content_block": {"type": "text", "text": ""}}),
+                  ("ping", {"type": "ping"})]
+        events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                            "delta": {"type": "text_delta", "text": w}}) for w in words]
+        events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                   ("message_delta", {"type": "message_delta", "usage": {"output_tokens": usage["output_tokens"]},
+                                      "delta": {"stop_reason": "end_turn", "stop_sequence": None}}),
+                   ("message_stop", {"type": "message_stop"})]
         self._sse(events)
 
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True  # a thread per connection, never waited for
     request_queue_size = 1024  # listen backlog (socketserver's default, 5, resets bursts of clients)
-    conn_timeout: float | None  # seconds per socket read or write (None: Engine.timeout)
-    pod: str  # reported in replies
-    models: list[str]  # the names it answers, the first reported in replies
-    model: str
-    started: int  # the Unix time /v1/models reports as `created`
 
 
 def make_server(host="0.0.0.0", port=8000, pod=None, models=None, timeout=None):
@@ -544,18 +445,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Mock OpenAI/Anthropic-compatible inference engine")
     parser.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
-    parser.add_argument(
-        "--served-model-name",
-        nargs="+",
-        metavar="NAME",
-        dest="models",
-        help="the model names it answers, as vLLM's flag (default: env MODEL_NAME, else mock)",
-    )
+    parser.add_argument("--served-model-name", nargs="+", metavar="NAME", dest="models",
+                        help="the model names it answers, as vLLM's flag (default: env MODEL_NAME, else mock)")
     args = parser.parse_args(argv)
     server = make_server(args.host, args.port, models=args.models)
-    print(
-        f"mock engine {server.model!r} on {args.host}:{server.server_address[1]} as pod {server.pod}", flush=True
-    )  # a pipe or a log file would otherwise hold the line until the engine stops
+    print(f"mock engine {server.model!r} on {args.host}:{server.server_address[1]} as pod {server.pod}",
+          flush=True)  # a pipe or a log file would otherwise hold the line until the engine stops
     try:
         server.serve_forever()
     except KeyboardInterrupt:
