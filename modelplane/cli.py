@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from . import gc_policy, runbook, views
-from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet
+from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet, locked_write
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
 from .scheduling import load_previous, schedule
 from .version import VERSION
@@ -584,10 +584,12 @@ def _edit_stack(args: argparse.Namespace, make_edit) -> int:
     With --dry-run the same checks run on the edited text, which is shown as a diff; nothing is written.
     """
     path = resolve_stack(args)
-    with runbook.locked(path):  # from reading to replacing: a concurrent scale/drain/undrain waits, no edit is lost
+    with locked_write.locked(
+        path
+    ):  # from reading to replacing: a concurrent scale/drain/undrain waits, no edit is lost
         original = read_stack_file(path)  # a missing file or broken YAML stops here
         previous = load_previous(args.previous)  # so does a bad --previous: nothing is written
-        text = runbook.read_text(path)
+        text = locked_write.read_for_edit(path)
         try:
             edit = make_edit(text)
         except ConfigError as error:
@@ -600,7 +602,7 @@ def _edit_stack(args: argparse.Namespace, make_edit) -> int:
             if args.dry_run:
                 stack_file, fleet = _checked_text(path, edit.text)
             else:
-                stack_file, fleet = runbook.write_atomically(path, edit.text, text, load_file)
+                stack_file, fleet = locked_write.write_atomically(path, edit.text, text, load_file)
         except ConfigError as error:
             error.stack_file = original  # the file is untouched: point at its lines
             error.unchanged = True

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from modelplane import runbook
+from modelplane.api import locked_write
 from modelplane.api import ConfigError, ModelplaneError
 
 DRAIN = "modelplane.ai/drain"
@@ -379,17 +380,17 @@ def test_write_atomically_leaves_the_file_alone_when_the_check_fails(tmp_path):
         raise ModelplaneError("no")
 
     with pytest.raises(ModelplaneError):
-        runbook.write_atomically(path, "new\n", "old\n", refuse)
+        locked_write.write_atomically(path, "new\n", "old\n", refuse)
     assert path.read_text() == "old\n" and os.listdir(tmp_path) == [path.name]
-    assert runbook.write_atomically(path, "new\n", "old\n", lambda temp: "ok") == "ok"
+    assert locked_write.write_atomically(path, "new\n", "old\n", lambda temp: "ok") == "ok"
     assert path.read_text() == "new\n" and oct(path.stat().st_mode & 0o777) == "0o640"
     with pytest.raises(ModelplaneError, match="changed while it was being edited"):
-        runbook.write_atomically(path, "newer\n", "old\n", lambda temp: None)
+        locked_write.write_atomically(path, "newer\n", "old\n", lambda temp: None)
     assert path.read_text() == "new\n" and os.listdir(tmp_path) == [path.name]
 
 
 def test_runbook_stays_out_of_pulumi_and_infra():
     from test_layers import PACKAGE, imports_of
 
-    for name in imports_of(PACKAGE / "runbook.py"):
+    for name in imports_of(PACKAGE / "runbook.py") | imports_of(PACKAGE / "yaml_splice.py"):
         assert not name.startswith(("pulumi", "modelplane.infra", "modelplane.cli")), name
