@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .secrets import PLACEHOLDER as SECRET_PLACEHOLDER
 
@@ -39,6 +39,8 @@ def model_name(namespace: str, service: str) -> str:
     """A ModelService's name in the request body's `model` field: `<namespace>/<service>`."""
     return f"{namespace}/{service}"
 
+
+StackRole = Literal["workload", "front-door"]  # what a cluster's serving stack is for
 
 # A replica's workloads: applied after the replica's other objects, and awaited until available.
 WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
@@ -135,7 +137,7 @@ class ClusterStack:
     """
 
     cluster: str
-    role: str  # "workload" | "front-door"
+    role: StackRole
     gateway: str
     cluster_objects: list[dict[str, Any]] = field(default_factory=list)
     objects: list[dict[str, Any]] = field(default_factory=list)
@@ -152,7 +154,7 @@ class ClusterManifests:
     """
 
     cluster: str
-    role: str  # "workload" | "front-door"
+    role: StackRole
     objects: list[dict[str, Any]] = field(default_factory=list)
     releases: list[HelmRelease] = field(default_factory=list)
     remote_manifests: list[RemoteManifest] = field(default_factory=list)

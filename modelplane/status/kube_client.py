@@ -36,6 +36,7 @@ from ..api.errors import ModelplaneError
 from ..api.textfile import read_text
 from .deadline import Watchdog
 from .kubeconfig import ClusterAccess
+from .observations import ReadErrorKind
 
 EXEC_TIMEOUT = 20.0  # seconds for an exec credential plugin (a cloud CLI fetching a token), within the cluster's budget
 MAX_BODY_BYTES = 64 << 20  # one answer: a namespace's serving pods (about 10 KB each) or its ResourceClaims
@@ -45,9 +46,10 @@ MAX_MESSAGE = 200  # characters of an API server's error message shown
 
 
 class ReadError(Exception):
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: ReadErrorKind, message: str) -> None:
         super().__init__(message)
-        self.kind, self.message = kind, message  # kind: "unreachable" | "unreadable"
+        self.kind: ReadErrorKind = kind
+        self.message = message
 
 
 class KubeClient:

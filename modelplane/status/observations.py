@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..render.replica import SERVING
+
+ReadErrorKind = Literal["unreachable", "unreadable"]  # a cluster that did not answer; one whose answer was unusable
+ProbeState = Literal["healthy", "unhealthy", "unreachable"]
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -40,7 +43,7 @@ class ClusterReading:
 
     cluster: str
     error: str | None = None
-    error_kind: str | None = None  # "unreachable" | "unreadable"
+    error_kind: ReadErrorKind | None = None
     gateway_address: str | None = None  # status.addresses[0].value of the workload Gateway
     replicas: dict[tuple[str, str], ReplicaPods] = field(default_factory=dict)  # (namespace, replica) -> pods
 
@@ -53,7 +56,7 @@ class ClusterReading:
 class Probe:
     """The front door's health check of one replica, made from here."""
 
-    state: str  # "healthy" | "unhealthy" | "unreachable"
+    state: ProbeState
     http_status: int | None = None
     detail: str = ""
 

@@ -12,21 +12,25 @@ deployed yet: drift). Exit 0: every replica the last `pulumi up` placed is healt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from ..scheduling import Condition, PlanResult
 from .observations import ClusterReading, Probe, ReplicaPods
 from .replicas import WatchedReplica
 
 EXIT_OK, EXIT_NOT_OK = 0, 1
-HEALTHY, DEGRADED, PENDING, UNREACHABLE, UNREADABLE, NOT_READ = (
-    "healthy",
-    "degraded",
-    "pending",
-    "unreachable",
-    "unreadable",
-    "not read",
-)
+# A replica's health: its own, or why it could not be read (its cluster's).
+ReplicaHealth = Literal["healthy", "degraded", "pending", "unreachable", "unreadable", "not read"]
+FleetState = Literal[
+    "healthy", "drift", "degraded"
+]  # the report's, from its replicas and what `pulumi up` would change
+# A replica's health, and a cluster's state (ClusterState); Final: each name has its literal type.
+HEALTHY: Final = "healthy"
+DEGRADED: Final = "degraded"
+PENDING: Final = "pending"
+UNREACHABLE: Final = "unreachable"
+UNREADABLE: Final = "unreadable"
+NOT_READ: Final = "not read"
 RUNBOOK_GONE = 'docs/runbook.md, "A cluster that is gone for good"'
 NOWHERE = (
     "no cluster could be reached from this machine: the problem is most likely on this side (its network, "
@@ -53,7 +57,7 @@ class Runbook:
 @dataclass(frozen=True)
 class ReplicaStatus:
     replica: WatchedReplica
-    health: str
+    health: ReplicaHealth
     pods: ReplicaPods | None  # None: its cluster was not read
     probe: Probe | None  # None: not probed (probing off, not deployed yet, or its cluster not read)
     problems: tuple[str, ...] = ()
@@ -131,10 +135,13 @@ class DeploymentStatus:
         }
 
 
+ClusterState = Literal["ok", "unreachable", "unreadable", "not read"]
+
+
 @dataclass(frozen=True)
 class ClusterStatus:
     name: str
-    state: str  # "ok" | "unreachable" | "unreadable" | "not read"
+    state: ClusterState
     detail: str
     gateway_address: str | None
     replicas: int
@@ -194,7 +201,7 @@ class StatusReport:
         return any(self.drift().values())
 
     @property
-    def state(self) -> str:
+    def state(self) -> FleetState:
         return "degraded" if self.degraded else "drift" if self.drifted else "healthy"
 
     @property
