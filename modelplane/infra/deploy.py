@@ -26,7 +26,7 @@ from ..api import Fleet, NamespacedName
 from ..render.fleet import WorkloadClusterParts, workload_cluster_parts, workload_stack
 from ..render.front_door import front_door_parts, front_door_stack, service_address
 from ..render.metallb import kind_cluster_names
-from ..render.secrets import placeholder
+from ..render.secrets import cache_token, endpoint_token
 from ..scheduling import PlanResult
 from .backends.base import ClusterRequest, GpuPool
 from .components import (
@@ -76,14 +76,10 @@ def secret_values(fleet: Fleet) -> dict[str, pulumi.Output[str]]:
     out = {}
     for key, endpoint in fleet.model_endpoints.items():
         if endpoint.auth is not None:
-            out[placeholder("modelEndpoints", key.namespace, key.name, "auth", "token")] = secret_output(
-                endpoint.auth.token
-            )
+            out[endpoint_token(key.namespace, key.name)] = secret_output(endpoint.auth.token)
     for key, cache in fleet.model_caches.items():
         if cache.hugging_face is not None and cache.hugging_face.token is not None:
-            out[placeholder("modelCaches", key.namespace, key.name, "huggingFace", "token")] = secret_output(
-                cache.hugging_face.token
-            )
+            out[cache_token(key.namespace, key.name)] = secret_output(cache.hugging_face.token)
     return out
 
 

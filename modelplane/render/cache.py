@@ -27,7 +27,7 @@ from ..api.fleet import Fleet
 from ..api.model_cache import ModelCache
 from ..api.storage import CLOUD_STORAGE_CLASSES, rwx_storage_class
 from ..scheduling.names import child_name
-from .secrets import placeholder
+from .secrets import cache_token
 from .types import MANAGED_BY, Placeholder, deployed_placeholder, meta
 
 CACHE_LABEL = "modelplane.ai/modelcache"
@@ -141,7 +141,7 @@ def cache_auth_secret(namespace: str, name: str) -> dict[str, Any]:
         "kind": "Secret",
         "metadata": meta(secret_name(namespace, name), namespace, labels=_labels(name)),
         "type": "Opaque",
-        "stringData": {TOKEN_KEY: placeholder("modelCaches", namespace, name, "huggingFace", "token")},
+        "stringData": {TOKEN_KEY: cache_token(namespace, name)},
     }
 
 

@@ -50,9 +50,10 @@ from ..scheduling.names import child_name
 from .front_door_backends import FrontDoorEndpoint, RouteBackend, ip_family
 from .front_door_proxy import FrontDoorProxy
 from .model_router import ANTHROPIC_PATHS, MODEL_PATHS, hop_router_lua, model_router_lua, models_list_body
-from .secrets import placeholder
+from .secrets import credential, endpoint_token
 from .types import (
     FRONT_DOOR_GATEWAY,
+    GATEWAY_API,
     HEALTH_PATH,
     MANAGED_BY,
     MODEL_HEADER,
@@ -61,6 +62,7 @@ from .types import (
     HelmRelease,
     RemoteManifest,
     endpoint_host,
+    endpoint_slice_labels,
     gateway_address_placeholder,
     meta,
     model_name,
@@ -69,7 +71,6 @@ from .types import (
 
 EG_GROUP = "gateway.envoyproxy.io"
 EG_API = f"{EG_GROUP}/v1alpha1"
-GATEWAY_API = "gateway.networking.k8s.io/v1"
 
 FRONT_DOOR_CLASS = "modelplane-front-door"  # GatewayClass and EnvoyProxy
 FRONT_DOOR_SERVICE = "modelplane-front-door"  # the public Envoy Service
@@ -558,7 +559,7 @@ def gateway_alias_objects(cluster: str, address: str | None, port: int) -> list[
             "metadata": meta(
                 name,
                 SYSTEM_NAMESPACE,
-                {**labels, "kubernetes.io/service-name": name, "endpointslice.kubernetes.io/managed-by": "modelplane"},
+                {**labels, **endpoint_slice_labels(name)},
             ),
             "addressType": family,
             "ports": ports,
@@ -643,14 +644,13 @@ def hop_objects(
     filters: list[dict[str, Any]] = []
     if auth is not None:
         secret = child_name(name, "auth")
-        value = placeholder("modelEndpoints", namespace, name, "auth", "token")
         objects.append(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
                 "metadata": meta(secret, namespace, all_labels),
                 "type": "Opaque",
-                "stringData": {"credential": f"{auth.scheme} {value}" if auth.scheme else value},
+                "stringData": {"credential": credential(auth.scheme, endpoint_token(namespace, name))},
             }
         )
         objects.append(

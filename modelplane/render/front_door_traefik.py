@@ -36,8 +36,17 @@ from ..api.serving_stack import ServingStack
 from ..scheduling.names import child_name
 from .front_door_backends import Backend, FrontDoorEndpoint, RouteBackend, parse_url
 from .front_door_proxy import FrontDoorProxy
-from .secrets import placeholder
-from .types import FRONT_DOOR_GATEWAY, MANAGED_BY, SYSTEM_NAMESPACE, HelmRelease, RemoteManifest, meta
+from .secrets import credential, endpoint_token
+from .types import (
+    FRONT_DOOR_GATEWAY,
+    GATEWAY_API,
+    MANAGED_BY,
+    SYSTEM_NAMESPACE,
+    HelmRelease,
+    RemoteManifest,
+    endpoint_slice_labels,
+    meta,
+)
 
 # The version is `servingStack.versions.gatewayApi` (fleet-wide): the standard channel release the
 # reference vendors on the control cluster.
@@ -82,13 +91,13 @@ class TraefikFrontDoor(FrontDoorProxy):
         assert gateway is not None and gateway.traefik is not None  # the model requires it with backend Traefik
         objects: list[dict[str, Any]] = [
             {
-                "apiVersion": "gateway.networking.k8s.io/v1",
+                "apiVersion": GATEWAY_API,
                 "kind": "GatewayClass",
                 "metadata": meta(TRAEFIK_GATEWAY_CLASS, labels=MANAGED_BY),
                 "spec": {"controllerName": TRAEFIK_CONTROLLER},
             },
             {
-                "apiVersion": "gateway.networking.k8s.io/v1",
+                "apiVersion": GATEWAY_API,
                 "kind": "Gateway",
                 "metadata": meta(FRONT_DOOR_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
                 "spec": {
@@ -195,11 +204,7 @@ def endpoint_objects(name: str, namespace: str, url: str, labels: dict[str, str]
         "metadata": meta(
             name,
             namespace,
-            labels={
-                **all_labels,
-                "kubernetes.io/service-name": name,
-                "endpointslice.kubernetes.io/managed-by": "modelplane",
-            },
+            labels={**all_labels, **endpoint_slice_labels(name)},
         ),
         "addressType": backend.address_type,
         "ports": [{"name": port_name, "port": backend.port, "protocol": "TCP"}],
@@ -225,9 +230,7 @@ def endpoint_auth_middleware(namespace: str, name: str, auth: EndpointAuth) -> d
     modelplane:modelEndpoints.<ns>.<name>.auth.token>`, which the Pulumi layer replaces with the
     decrypted config value as a Pulumi secret.
     """
-    value = placeholder("modelEndpoints", namespace, name, "auth", "token")
-    if auth.scheme:
-        value = f"{auth.scheme} {value}"
+    value = credential(auth.scheme, endpoint_token(namespace, name))
     return {
         "apiVersion": "traefik.io/v1alpha1",
         "kind": "Middleware",
@@ -271,7 +274,7 @@ def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> di
     if backend_refs:
         rule["backendRefs"] = backend_refs
     return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
+        "apiVersion": GATEWAY_API,
         "kind": "HTTPRoute",
         "metadata": meta(name, namespace, labels=MANAGED_BY),
         "spec": {

@@ -24,21 +24,24 @@ from ..api.model_deployment import ModelDeployment
 from ..api.served_names import CACHE_MOUNT, serving_args
 from ..scheduling import EngineAssignment, MemberAssignment, PlacedReplica
 from ..scheduling.names import child_name
-from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, meta, replica_host
+from .types import (
+    GATEWAY_API,
+    GPU_TOLERATION,
+    MANAGED_BY,
+    POOL_LABEL,
+    SYSTEM_NAMESPACE,
+    WORKLOAD_GATEWAY,
+    meta,
+    replica_host,
+)
 
 ENGINE_PORT = 8000
 DECODE_PORT = 8001
 EPP_PORT, EPP_HEALTH_PORT = 9002, 9003
 EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
 PD_SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
-SERVING, WORKLOAD, LWS_ROLE, POOL = (
-    "modelplane.ai/serving",
-    "modelplane.ai/workload",
-    "modelplane.ai/lws-role",
-    "modelplane.ai/pool",
-)
+SERVING, WORKLOAD, LWS_ROLE = ("modelplane.ai/serving", "modelplane.ai/workload", "modelplane.ai/lws-role")
 
 
 def replica_labels(replica: PlacedReplica, deployment: ModelDeployment) -> dict[str, str]:
@@ -140,7 +143,7 @@ def _pod_spec(
     container: dict[str, Any],
     cache_claim: str | None,
 ) -> dict[str, Any]:
-    pod: dict[str, Any] = {"nodeSelector": {POOL: member.node_pool}, "tolerations": [dict(GPU_TOLERATION)]}
+    pod: dict[str, Any] = {"nodeSelector": {POOL_LABEL: member.node_pool}, "tolerations": [dict(GPU_TOLERATION)]}
     if member.device_requests:
         pod["resourceClaims"] = [
             {
@@ -440,7 +443,7 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
             },
         },
         {
-            "apiVersion": "gateway.networking.k8s.io/v1",
+            "apiVersion": GATEWAY_API,
             "kind": "HTTPRoute",
             "metadata": meta(name, ns, labels),
             "spec": {
@@ -463,7 +466,7 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
         # The same replica by host name, paths as they are: how the Envoy Gateway front door reaches it and
         # probes its /health (one Envoy cluster per service cannot give each backend its own path).
         {
-            "apiVersion": "gateway.networking.k8s.io/v1",
+            "apiVersion": GATEWAY_API,
             "kind": "HTTPRoute",
             "metadata": meta(host_route_name(name), ns, labels),
             "spec": {

@@ -28,7 +28,16 @@ from typing import Any
 
 from ..api.fleet import Fleet
 from ..api.serving_stack import ServingStack
-from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, HelmRelease, RemoteManifest, meta
+from .types import (
+    GATEWAY_API,
+    GPU_TOLERATION,
+    MANAGED_BY,
+    SYSTEM_NAMESPACE,
+    WORKLOAD_GATEWAY,
+    HelmRelease,
+    RemoteManifest,
+    meta,
+)
 
 # Gateway API Inference Extension CRDs (InferencePool v1, InferencePool v1alpha2, InferenceObjective),
 # the upstream release manifest; `stack.versions.inference_extension` picks the release.
@@ -286,7 +295,7 @@ def _prometheus(stack: ServingStack) -> HelmRelease:
 def _node_feature_discovery(stack: ServingStack) -> HelmRelease:
     # GPU nodes are tainted nvidia.com/gpu; without the toleration the NFD worker never labels
     # them, the DRA driver's kubelet plugin never runs there, and no ResourceSlices appear.
-    values = {"worker": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+    values = {"worker": {"tolerations": [dict(GPU_TOLERATION)]}}
     return HelmRelease(
         name=NODE_FEATURE_DISCOVERY,
         namespace="node-feature-discovery",
@@ -366,7 +375,7 @@ def envoy_proxy() -> dict[str, Any]:
 
 def gateway_class(stack: ServingStack) -> dict[str, Any]:
     return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
+        "apiVersion": GATEWAY_API,
         "kind": "GatewayClass",
         "metadata": meta(stack.gateway.class_name, labels=MANAGED_BY),
         "spec": {
@@ -393,7 +402,7 @@ def gateway(stack: ServingStack) -> dict[str, Any]:
         for listener in stack.gateway.listeners
     ]
     return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
+        "apiVersion": GATEWAY_API,
         "kind": "Gateway",
         "metadata": meta(WORKLOAD_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
         "spec": {"gatewayClassName": stack.gateway.class_name, "listeners": listeners},

@@ -40,6 +40,18 @@ def model_name(namespace: str, service: str) -> str:
     return f"{namespace}/{service}"
 
 
+# Contracts with Kubernetes and the other layers, spelled once.
+GATEWAY_API = "gateway.networking.k8s.io/v1"  # the apiVersion of every Gateway and HTTPRoute rendered
+POOL_LABEL = "modelplane.ai/pool"  # a pool's node label; a replica's nodeSelector names it (else pods stay Pending)
+GPU_TAINT_KEY = "nvidia.com/gpu"  # GPU pools are tainted so that only pods tolerating it (claiming GPUs) land there
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}  # copy it into an object
+
+
+def endpoint_slice_labels(service: str) -> dict[str, str]:
+    """The labels that make a hand-written EndpointSlice the endpoints of Service `service`."""
+    return {"kubernetes.io/service-name": service, "endpointslice.kubernetes.io/managed-by": "modelplane"}
+
+
 StackRole = Literal["workload", "front-door"]  # what a cluster's serving stack is for
 
 # A replica's workloads: applied after the replica's other objects, and awaited until available.

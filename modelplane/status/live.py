@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from ..api import syntax
 from ..render.replica import SERVING
-from ..render.types import SYSTEM_NAMESPACE, WORKLOAD_GATEWAY
+from ..render.types import GATEWAY_API, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY
 from .deadline import gather
 from .kube_client import KubeClient, ReadError
 from .kubeconfig import ClusterAccess
@@ -67,9 +67,7 @@ def read_cluster(
                 claims = _items(client.get(path), path)
             for replica, observed in replica_pods(pods, claims).items():
                 replicas[(namespace, replica)] = observed
-        gateway = client.get(
-            f"/apis/gateway.networking.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/gateways/{WORKLOAD_GATEWAY}"
-        )
+        gateway = client.get(f"/apis/{GATEWAY_API}/namespaces/{SYSTEM_NAMESPACE}/gateways/{WORKLOAD_GATEWAY}")
         return ClusterReading(access.cluster, gateway_address=gateway_address(gateway), replicas=replicas)
     except ReadError as error:
         return ClusterReading(access.cluster, error=error.message, error_kind=error.kind)

@@ -13,7 +13,8 @@ import pulumi
 from pulumi_azure_native import containerservice, network, resources
 
 from ...api.inference_class import AKSProvisioning
-from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
+from ...render.types import GPU_TAINT_KEY, POOL_LABEL
+from .base import GPU_TAINT_VALUE, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_VM_SIZE = "Standard_D4s_v5"
 SYSTEM_DISK_GB = 100

@@ -17,10 +17,9 @@ import pulumi
 from ...api.inference_class import AKSProvisioning, EKSProvisioning, GKEProvisioning, InferenceClass
 from ...api.inference_cluster import ClusterSource, NodePool
 from ...render.metallb import ADDRESS_POOL
+from ...render.types import POOL_LABEL
 
-POOL_LABEL = "modelplane.ai/pool"  # what a replica's nodeSelector names; without it pods stay Pending
 GPU_LABEL = "modelplane.ai/gpu"  # the accelerator type, informational
-GPU_TAINT_KEY = "nvidia.com/gpu"  # GPU pools are tainted so only pods that claim GPUs land there
 GPU_TAINT_VALUE = "true"
 _Block = TypeVar("_Block", GKEProvisioning, EKSProvisioning, AKSProvisioning)
 SYSTEM_POOL = "system"  # the non-GPU pool every provisioned cluster gets, for the serving stack

@@ -20,7 +20,8 @@ import pulumi_eks as eks
 
 from ...api.inference_class import EKSProvisioning
 from ...render.cache import EFS_FILE_SYSTEM_ID
-from .base import GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
+from ...render.types import GPU_TAINT_KEY, POOL_LABEL
+from .base import GPU_TAINT_VALUE, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_INSTANCE_TYPE = "m6i.xlarge"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"

@@ -17,7 +17,8 @@ import pulumi_gcp as gcp
 
 from ...api.inference_class import GKEProvisioning
 from ...render.cache import GKE_NETWORK_NAME
-from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
+from ...render.types import POOL_LABEL
+from .base import SYSTEM_POOL, ClusterAccess, ClusterRequest, GpuPool
 
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 IMAGE_TYPE = "COS_CONTAINERD"

@@ -52,7 +52,8 @@ import pulumi_command as command
 import yaml
 
 from ...render.metallb import KIND_NETWORK, NETWORK_ENV, KindNetworkError, kind_address_pools
-from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest
+from ...render.types import POOL_LABEL
+from .base import SYSTEM_POOL, ClusterAccess, ClusterRequest
 
 KIND_API_VERSION = "kind.x-k8s.io/v1alpha4"
 CREATE_WAIT = "5m"  # the control plane comes up in about a minute; slow laptops also pull the image

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 
 from ...api.fleet import NamespacedName
-from .common import apply_objects, children, component_type
+from .common import apply_objects, children_after, component_type
 from .replica import component_name
 
 
@@ -30,8 +30,6 @@ class ModelCache(pulumi.ComponentResource):
         super().__init__(component_type("ModelCache"), component_name(key.namespace, key.name), None, opts)
         self.resources: dict[str, list[pulumi.CustomResource]] = {}
         for cluster, (objects, provider, depends_on) in sorted(per_cluster.items()):
-            child = pulumi.ResourceOptions.merge(
-                children(self, provider), pulumi.ResourceOptions(depends_on=depends_on)
-            )
+            child = children_after(self, provider, depends_on)
             self.resources[cluster] = apply_objects(cluster, objects, child, replacements=secrets)
         self.register_outputs({"clusters": sorted(per_cluster)})

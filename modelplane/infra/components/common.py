@@ -176,6 +176,15 @@ def children(parent: pulumi.Resource, provider: pulumi.ProviderResource | None =
     return pulumi.ResourceOptions(parent=parent, provider=provider)
 
 
+def children_after(
+    parent: pulumi.Resource,
+    provider: pulumi.ProviderResource | None,
+    depends_on: pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None,
+) -> pulumi.ResourceOptions:
+    """A component's children: parented to it, on its cluster's provider, after what the component waits for."""
+    return pulumi.ResourceOptions.merge(children(parent, provider), pulumi.ResourceOptions(depends_on=depends_on))
+
+
 def deployed_values(stack: ClusterStack, access: ClusterAccess) -> dict[str, pulumi.Input[str]]:
     """The stack's deploy-time placeholders (token -> value) from what the cluster's backend reports.
 

@@ -12,7 +12,7 @@ from ...render.front_door_backends import FrontDoorEndpoint
 from ...render.front_door_envoy import gateway_alias_objects
 from ...render.types import WORKLOAD_GATEWAY_PORT, gateway_address_placeholder
 from ..kube import apply_object, resource_name, substitute
-from .common import children, component_type
+from .common import children_after, component_type
 from .replica import component_name
 
 
@@ -39,7 +39,7 @@ class ModelEndpoint(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None, opts)
-        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        child = children_after(self, provider, depends_on)
         templates = render(endpoint, None)
         url: pulumi.Input[str] = endpoint.url
         actual: pulumi.Output[list[dict[str, Any]]] | None = None
@@ -99,7 +99,7 @@ class GatewayAlias(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(component_type("GatewayAlias"), workload_cluster, None, opts)
-        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        child = children_after(self, provider, depends_on)
         templates = gateway_alias_objects(workload_cluster, None, WORKLOAD_GATEWAY_PORT)
         actual = gateway_address.apply(
             lambda address: gateway_alias_objects(workload_cluster, address or None, WORKLOAD_GATEWAY_PORT)

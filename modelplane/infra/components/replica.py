@@ -8,7 +8,7 @@ import pulumi
 
 from ...render.types import WORKLOAD_KINDS
 from ...scheduling import PlacedReplica
-from .common import apply_objects, children, component_type
+from .common import apply_objects, children_after, component_type
 
 # Engines pull large images and load weights: allow more than the provider's 10-minute default.
 WORKLOAD_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m")
@@ -41,7 +41,7 @@ class ModelReplica(pulumi.ComponentResource):
             component_type("ModelReplica"), component_name(replica.key.namespace, replica.name), None, opts
         )
         self.replica = replica
-        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        child = children_after(self, provider, depends_on)
         config = [o for o in objects if o["kind"] not in WORKLOAD_KINDS]
         workloads = [o for o in objects if o["kind"] in WORKLOAD_KINDS]
         applied_config = apply_objects(replica.cluster, config, child)

@@ -8,7 +8,7 @@ import pulumi
 
 from ...api.fleet import NamespacedName
 from ..kube import apply_object, resource_name
-from .common import children, component_type
+from .common import children_after, component_type
 from .replica import component_name
 
 
@@ -31,7 +31,7 @@ class ModelService(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(component_type("ModelService"), component_name(key.namespace, key.name), None, opts)
-        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        child = children_after(self, provider, depends_on)
         # The traffic policy after the route and its filters: a policy whose target does not exist yet is
         # reported unresolved until it does (the route itself resolves its filters whenever they appear).
         self.resources: list[pulumi.CustomResource] = []
