@@ -1,6 +1,6 @@
 """Pure rendering: every Kubernetes object (plain dicts), Helm release and remote manifest of the fleet, per cluster."""
 
-from .fleet import render_fleet, render_workload_cluster
+from .fleet import render_fleet
 from .metallb import kind_address_pools
 from .output import write_manifests
 from .types import ClusterManifests, HelmRelease, Placeholder, RemoteManifest
@@ -12,6 +12,5 @@ __all__ = [
     "RemoteManifest",
     "kind_address_pools",
     "render_fleet",
-    "render_workload_cluster",
     "write_manifests",
 ]

@@ -33,6 +33,7 @@ from ..scheduling import PlacedReplica, PlanResult
 from ..scheduling.names import child_name
 from . import front_door
 from . import metallb as lb
+from . import objects as k8s
 from . import serving_stack as ss
 from .cache import cache_storage_class, render_cache, storage_classes
 from .front_door import front_door_parts, front_door_stack
@@ -48,7 +49,6 @@ from .types import (
     HelmRelease,
     check_unique_names,
     collect_placeholders,
-    meta,
     with_await,
 )
 
@@ -210,15 +210,9 @@ def workload_cluster_parts(
         )
     parts = WorkloadClusterParts(
         stack,
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, labels=MANAGED_BY)} for ns in namespaces],
+        [k8s.namespace(ns, MANAGED_BY) for ns in namespaces],
         caches,
         rendered,
     )
     check_unique_names(cluster, parts.objects())
     return parts
-
-
-def render_workload_cluster(
-    fleet: Fleet, result: PlanResult, cluster: str, kind_network: str = KIND_NETWORK
-) -> ClusterManifests:
-    return workload_cluster_parts(fleet, result, cluster, kind_network).manifests()

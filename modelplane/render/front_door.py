@@ -29,6 +29,7 @@ from ..api.fleet import Fleet, NamespacedName
 from ..api.inference_gateway import Proxy
 from ..scheduling import PlanResult
 from . import metallb as lb
+from . import objects as k8s
 from .front_door_backends import FrontDoorEndpoint, fleet_endpoints, route_backends
 from .front_door_envoy import EnvoyFrontDoor
 from .front_door_proxy import FrontDoorProxy
@@ -44,7 +45,6 @@ from .types import (
     HelmRelease,
     check_unique_names,
     collect_placeholders,
-    meta,
     with_await,
 )
 
@@ -81,7 +81,7 @@ def waits_for(stack: ClusterStack, obj: dict[str, Any]) -> tuple[str, ...]:
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, labels={**MANAGED_BY, **(labels or {})})}
+    return k8s.namespace(name, {**MANAGED_BY, **(labels or {})})
 
 
 def service_address(gateway_address: str, key: NamespacedName) -> str:

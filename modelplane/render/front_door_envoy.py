@@ -47,6 +47,7 @@ from ..api.model_service import EndpointAuth, FallbackPolicy, ModelService
 from ..api.served_names import service_engine_names
 from ..api.serving_stack import ServingStack
 from ..scheduling.names import child_name
+from . import objects as k8s
 from .front_door_backends import FrontDoorEndpoint, RouteBackend, ip_family
 from .front_door_proxy import FrontDoorProxy
 from .model_router import ANTHROPIC_PATHS, MODEL_PATHS, hop_router_lua, model_router_lua, models_list_body
@@ -62,7 +63,6 @@ from .types import (
     HelmRelease,
     RemoteManifest,
     endpoint_host,
-    endpoint_slice_labels,
     gateway_address_placeholder,
     meta,
     model_name,
@@ -502,12 +502,7 @@ def _api_answers(models: list[tuple[str, str]]) -> list[dict[str, Any]]:
         # The shortest prefix: only what no other route of the Gateway takes.
         {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "filters": [_extension_ref("unknown-path")]},
     ]
-    route = {
-        "apiVersion": GATEWAY_API,
-        "kind": "HTTPRoute",
-        "metadata": meta("model-api", SYSTEM_NAMESPACE, MANAGED_BY),
-        "spec": {"parentRefs": [_parent_ref()], "rules": rules},
-    }
+    route = k8s.http_route("model-api", SYSTEM_NAMESPACE, MANAGED_BY, {"parentRefs": [_parent_ref()], "rules": rules})
     return [*filters, route]
 
 
@@ -552,19 +547,8 @@ def gateway_alias_objects(cluster: str, address: str | None, port: int) -> list[
         spec = {"clusterIP": "None", "ports": ports}
         endpoints = [{"addresses": [value], "conditions": {"ready": True}}]
     return [
-        {"apiVersion": "v1", "kind": "Service", "metadata": meta(name, SYSTEM_NAMESPACE, labels), "spec": spec},
-        {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": meta(
-                name,
-                SYSTEM_NAMESPACE,
-                {**labels, **endpoint_slice_labels(name)},
-            ),
-            "addressType": family,
-            "ports": ports,
-            "endpoints": endpoints,
-        },
+        k8s.service(name, SYSTEM_NAMESPACE, labels, spec),
+        k8s.endpoint_slice(name, SYSTEM_NAMESPACE, labels, family, ports, endpoints),
     ]
 
 
@@ -704,16 +688,16 @@ def hop_objects(
     }
     route = hop_route_name(name)
     objects.append(
-        {
-            "apiVersion": GATEWAY_API,
-            "kind": "HTTPRoute",
-            "metadata": meta(route, namespace, all_labels),
-            "spec": {
+        k8s.http_route(
+            route,
+            namespace,
+            all_labels,
+            {
                 "parentRefs": [_parent_ref(HOP)],
                 "hostnames": [endpoint_host(namespace, name)],
                 "rules": [health, traffic],
             },
-        }
+        )
     )
     objects.append(
         {
@@ -798,12 +782,7 @@ def service_objects(
                 }
             },
         },
-        {
-            "apiVersion": GATEWAY_API,
-            "kind": "HTTPRoute",
-            "metadata": meta(name, ns, MANAGED_BY),
-            "spec": {"parentRefs": [_parent_ref()], "rules": [rule]},
-        },
+        k8s.http_route(name, ns, MANAGED_BY, {"parentRefs": [_parent_ref()], "rules": [rule]}),
         {
             "apiVersion": EG_API,
             "kind": "BackendTrafficPolicy",

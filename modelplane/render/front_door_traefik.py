@@ -34,6 +34,7 @@ from ..api.fleet import NamespacedName
 from ..api.model_service import EndpointAuth, ModelService
 from ..api.serving_stack import ServingStack
 from ..scheduling.names import child_name
+from . import objects as k8s
 from .front_door_backends import Backend, FrontDoorEndpoint, RouteBackend, parse_url
 from .front_door_proxy import FrontDoorProxy
 from .secrets import credential, endpoint_token
@@ -44,7 +45,6 @@ from .types import (
     SYSTEM_NAMESPACE,
     HelmRelease,
     RemoteManifest,
-    endpoint_slice_labels,
     meta,
 )
 
@@ -192,24 +192,15 @@ def endpoint_objects(name: str, namespace: str, url: str, labels: dict[str, str]
     if port_name:
         service_port = {"name": port_name, **service_port}
     all_labels = {**MANAGED_BY, **labels}
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta(name, namespace, labels=all_labels),
-        "spec": {"ports": [service_port]},
-    }
-    endpoint_slice = {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": meta(
-            name,
-            namespace,
-            labels={**all_labels, **endpoint_slice_labels(name)},
-        ),
-        "addressType": backend.address_type,
-        "ports": [{"name": port_name, "port": backend.port, "protocol": "TCP"}],
-        "endpoints": [{"addresses": [backend.host], "conditions": {"ready": True}}],
-    }
+    service = k8s.service(name, namespace, all_labels, {"ports": [service_port]})
+    endpoint_slice = k8s.endpoint_slice(
+        name,
+        namespace,
+        all_labels,
+        backend.address_type,
+        [{"name": port_name, "port": backend.port, "protocol": "TCP"}],
+        [{"addresses": [backend.host], "conditions": {"ready": True}}],
+    )
     return [service, endpoint_slice]
 
 
@@ -273,12 +264,5 @@ def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> di
     rule: dict[str, Any] = {"matches": [{"path": {"type": "PathPrefix", "value": f"/{namespace}/{name}/"}}]}
     if backend_refs:
         rule["backendRefs"] = backend_refs
-    return {
-        "apiVersion": GATEWAY_API,
-        "kind": "HTTPRoute",
-        "metadata": meta(name, namespace, labels=MANAGED_BY),
-        "spec": {
-            "parentRefs": [{"name": FRONT_DOOR_GATEWAY, "namespace": SYSTEM_NAMESPACE}],
-            "rules": [rule],
-        },
-    }
+    parent = {"name": FRONT_DOOR_GATEWAY, "namespace": SYSTEM_NAMESPACE}
+    return k8s.http_route(name, namespace, MANAGED_BY, {"parentRefs": [parent], "rules": [rule]})

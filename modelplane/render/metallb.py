@@ -19,6 +19,7 @@ from typing import Any
 
 from ..api import Fleet
 from ..api.errors import ModelplaneError
+from . import objects as k8s
 from .types import MANAGED_BY, HelmRelease, Placeholder, meta
 
 KIND_NETWORK = "172.18.0.0/16"  # kind's default Docker network; the kind backend reads the real one
@@ -79,11 +80,7 @@ def metallb(pool: str, version: str = METALLB_VERSION) -> tuple[list[dict], list
     # The speaker needs host networking and NET_RAW: privileged under Pod Security admission.
     privileged = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
     objects: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": meta(METALLB_NAMESPACE, labels={**MANAGED_BY, **privileged}),
-        },
+        k8s.namespace(METALLB_NAMESPACE, {**MANAGED_BY, **privileged}),
         {
             "apiVersion": "metallb.io/v1beta1",
             "kind": "IPAddressPool",

@@ -24,8 +24,8 @@ from ..api.model_deployment import ModelDeployment
 from ..api.served_names import CACHE_MOUNT, serving_args
 from ..scheduling import EngineAssignment, MemberAssignment, PlacedReplica
 from ..scheduling.names import child_name
+from . import objects as k8s
 from .types import (
-    GATEWAY_API,
     GPU_TOLERATION,
     MANAGED_BY,
     POOL_LABEL,
@@ -423,15 +423,15 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
                 },
             },
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta(epp, ns, labels),
-            "spec": {
+        k8s.service(
+            epp,
+            ns,
+            labels,
+            {
                 "selector": {"app": epp},
                 "ports": [{"name": "grpc-ext-proc", "port": EPP_PORT, "targetPort": EPP_PORT, "appProtocol": "http2"}],
             },
-        },
+        ),
         {
             "apiVersion": "inference.networking.k8s.io/v1",
             "kind": "InferencePool",
@@ -442,11 +442,11 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
                 "endpointPickerRef": {"name": epp, "port": {"number": EPP_PORT}, "failureMode": "FailOpen"},
             },
         },
-        {
-            "apiVersion": GATEWAY_API,
-            "kind": "HTTPRoute",
-            "metadata": meta(name, ns, labels),
-            "spec": {
+        k8s.http_route(
+            name,
+            ns,
+            labels,
+            {
                 "parentRefs": [{"name": WORKLOAD_GATEWAY, "namespace": SYSTEM_NAMESPACE}],
                 "rules": [
                     {
@@ -462,14 +462,14 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
                     }
                 ],
             },
-        },
+        ),
         # The same replica by host name, paths as they are: how the Envoy Gateway front door reaches it and
         # probes its /health (one Envoy cluster per service cannot give each backend its own path).
-        {
-            "apiVersion": GATEWAY_API,
-            "kind": "HTTPRoute",
-            "metadata": meta(host_route_name(name), ns, labels),
-            "spec": {
+        k8s.http_route(
+            host_route_name(name),
+            ns,
+            labels,
+            {
                 "parentRefs": [{"name": WORKLOAD_GATEWAY, "namespace": SYSTEM_NAMESPACE}],
                 "hostnames": [replica_host(ns, name)],
                 "rules": [
@@ -480,7 +480,7 @@ def _routing(replica: PlacedReplica, deployment: ModelDeployment, labels: dict[s
                     }
                 ],
             },
-        },
+        ),
     ]
 
 

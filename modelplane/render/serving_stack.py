@@ -28,6 +28,7 @@ from typing import Any
 
 from ..api.fleet import Fleet
 from ..api.serving_stack import ServingStack
+from . import objects as k8s
 from .types import (
     GATEWAY_API,
     GPU_TOLERATION,
@@ -337,7 +338,7 @@ def _example_dra_driver(stack: ServingStack) -> HelmRelease:
 
 
 def _namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, labels=MANAGED_BY)}
+    return k8s.namespace(name, MANAGED_BY)
 
 
 def critical_pods_quota(namespace: str) -> dict[str, Any]:
