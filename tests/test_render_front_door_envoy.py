@@ -19,7 +19,9 @@ from k8s_validation import validate_object
 from modelplane.api import ConfigError, load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.render import front_door as fd
+from modelplane.render import envoy_policy
 from modelplane.render import front_door_envoy as envoy
+from modelplane.render import front_door_envoy_routes as envoy_routes
 from modelplane.render.model_router import MODEL_PATHS
 from modelplane.scheduling import child_name, schedule
 
@@ -177,7 +179,7 @@ def test_a_replica_is_reached_through_its_clusters_gateway_by_its_own_host_name(
     backends = by_kind(manifests.objects, "Backend")
     for replica in schedule(fleet).replicas():
         [endpoint] = backends[replica.name]["spec"]["endpoints"]
-        assert endpoint == {"fqdn": {"hostname": f"{envoy.gateway_alias(replica.cluster)}.modelplane-system.svc."
+        assert endpoint == {"fqdn": {"hostname": f"{envoy_routes.gateway_alias(replica.cluster)}.modelplane-system.svc."
                                                  "cluster.local", "port": 80},
                             "hostname": f"{replica.name}.ml-team.replica.modelplane.internal"}
         assert "fallback" not in backends[replica.name]["spec"]
@@ -326,7 +328,7 @@ def test_the_fallback_tier_takes_traffic_only_as_the_service_says(fallback, fact
                          "name": "httproute/ml-team/mock/rule/0",
                          "operation": {"op": "add", "path": "/load_assignment/policy",
                                        "value": {"overprovisioning_factor": factor}}}]}
-    assert round(envoy.spill_threshold(factor), 2) == threshold
+    assert round(envoy_policy.spill_threshold(factor), 2) == threshold
     assert_valid(manifests.objects)
 
 

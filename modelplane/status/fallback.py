@@ -1,13 +1,13 @@
 """What the front door does with each service's fallback tier, in words (`modelplane status` prints it).
 
-The numbers are the ones the front door is rendered with (`render.front_door_envoy.overprovisioning_factor`),
+The numbers are the ones the front door is rendered with (`render.envoy_policy.overprovisioning_factor`),
 so what status says is what Envoy does.
 """
 
 from __future__ import annotations
 
 from ..api.fleet import Fleet
-from ..render.front_door_envoy import overprovisioning_factor, spill_threshold
+from ..render.envoy_policy import overprovisioning_factor, spill_threshold
 
 
 def fallback_lines(fleet: Fleet) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 
 from ...render.front_door_backends import FrontDoorEndpoint
-from ...render.front_door_envoy import gateway_alias_objects
+from ...render.front_door_envoy_routes import gateway_alias_objects
 from ...render.types import WORKLOAD_GATEWAY_PORT, gateway_address_placeholder
 from ..kube import apply_object, resource_name, substitute
 from .common import children_after, component_type
