@@ -41,6 +41,12 @@ def model_name(namespace: str, service: str) -> str:
 
 
 # Contracts with Kubernetes and the other layers, spelled once.
+SERVING, WORKLOAD, LWS_ROLE = (
+    "modelplane.ai/serving",
+    "modelplane.ai/workload",
+    "modelplane.ai/lws-role",
+)  # pod labels
+ENGINE_PORT = 8000  # where an engine serves (the InferencePool's target port)
 GATEWAY_API = "gateway.networking.k8s.io/v1"  # the apiVersion of every Gateway and HTTPRoute rendered
 POOL_LABEL = "modelplane.ai/pool"  # a pool's node label; a replica's nodeSelector names it (else pods stay Pending)
 GPU_TAINT_KEY = "nvidia.com/gpu"  # GPU pools are tainted so that only pods tolerating it (claiming GPUs) land there

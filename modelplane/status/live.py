@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..api import syntax
-from ..render.replica import SERVING
-from ..render.types import GATEWAY_API, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY
+from ..render.types import GATEWAY_API, SERVING, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY
 from .deadline import gather
 from .kube_client import KubeClient, ReadError
 from .kubeconfig import ClusterAccess

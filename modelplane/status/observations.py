@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..render.replica import SERVING
+from ..render.types import SERVING
 
 ReadErrorKind = Literal["unreachable", "unreadable"]  # a cluster that did not answer; one whose answer was unusable
 ProbeState = Literal["healthy", "unhealthy", "unreachable"]
