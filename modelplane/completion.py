@@ -57,6 +57,7 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
 
 
 def _bash_function(parser: argparse.ArgumentParser) -> str:
+    """Long: the bash script itself, as one template."""
     commands = commands_of(parser)
     top = " ".join([c.name for c in commands] + [n for o in _options(parser) for n in o.names])
     per_command = "\n".join(

@@ -117,6 +117,7 @@ def issues_from_validation(
 
 
 def _describe(detail: ErrorDetails, model: type[BaseModel], rel: tuple, prefix: tuple = (), hide: bool = False) -> str:
+    """Long: one branch per pydantic error kind, each with its own wording; read top to bottom."""
     kind, context, value = detail["type"], detail.get("ctx") or {}, detail.get("input")
     if isinstance(value, SecretValue) and kind != "value_error":
         return "is encrypted (secure:), but this field is not a secret; store it in plain text"

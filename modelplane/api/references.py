@@ -61,6 +61,7 @@ def check_references(
 
 
 def _check_clusters(fleet: Fleet, errors: list[ConfigIssue], warnings: list[ConfigIssue], broken) -> None:
+    """Long: one check after another on the same clusters, each appending its own issue."""
     for name, cluster in sorted(fleet.inference_clusters.items()):
         source = cluster.cluster.source
         for i, pool in enumerate(cluster.node_pools):

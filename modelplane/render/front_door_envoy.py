@@ -351,7 +351,10 @@ def model_names(fleet: Fleet) -> list[tuple[str, str]]:
 
 def _api_answers(models: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """`GET /v1/models`, the 404s of a model path no service's rule took (the router answers first, with the
-    name), and the 404 of any other path."""
+    name), and the 404 of any other path.
+
+    Long: the object literals of the API's own answers, in route order.
+    """
     openai_404 = json.dumps(
         {
             "error": {

@@ -129,6 +129,8 @@ def hop_objects(
     is answered by the hop itself: a provider is not polled with its key every 2 s from every Envoy (rate
     limits); the hop checks it answers at all every 30 s, without the key, and the front door ejects an
     endpoint whose requests fail.
+
+    Long: the hop's objects for one endpoint as literals (Backend, route, policies, Secret), in apply order.
     """
     upstream = child_name(name, "upstream")
     all_labels = {**MANAGED_BY, **labels}
@@ -277,6 +279,8 @@ def service_objects(
     One rule holds both ways in (the service's path, and the model paths with the router's header), so
     all of the service's backends are one Envoy cluster: one health state, one ejection state, probed on
     the active interval (a cluster without traffic would be probed only every 60 s).
+
+    Long: one service's route and policies as object literals.
     """
     ns, name = key.namespace, key.name
     path_filter = child_name(name, "path")

@@ -186,6 +186,7 @@ def _without_preinstalled(releases: list[HelmRelease], stack: ServingStack) -> l
 
 
 def _gateway_releases(stack: ServingStack) -> list[HelmRelease]:
+    """Long: the Helm releases' values as literals."""
     versions = stack.versions
     envoy_gateway_values = {
         "config": {

@@ -100,6 +100,7 @@ def access_from_document(
     base_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ClusterAccess:
+    """Long: kubeconfig's fields read one by one, each with its own error."""
     where = f"the kubeconfig of cluster {cluster} ({origin})"
     if not isinstance(document, dict):
         raise KubeconfigError(f"{where} is not a kubeconfig (expected a YAML mapping with clusters, users, contexts)")

@@ -60,6 +60,7 @@ class _Network:
 
 
 def provision(request: ClusterRequest, parent: pulumi.Resource) -> EKSAccess:
+    """Long: the cluster's resources in the order they depend on each other."""
     block = request.block()
     zones = subnet_zones(request)
     profile = pulumi.Config("aws").get("profile")
@@ -241,6 +242,7 @@ def _gpu_node_group(
     node_opts: pulumi.ResourceOptions,
     parent: pulumi.Resource,
 ) -> eks.ManagedNodeGroup:
+    """Long: one node group's arguments, most of them plain settings."""
     spec = pool.provisioning_block(EKSProvisioning)
     name = f"{request.name}-{pool.name}"
     zones = pool.pool.zones or list(network.private)

@@ -40,6 +40,7 @@ class GKEAccess(ClusterAccess):
 
 
 def provision(request: ClusterRequest, parent: pulumi.Resource) -> GKEAccess:
+    """Long: the cluster's resources in the order they depend on each other."""
     block, name = request.block(), request.name
     opts = pulumi.ResourceOptions(parent=parent)
     project = block.project or gcp.organizations.get_client_config_output().project  # the provider's default
