@@ -1,22 +1,16 @@
 """The Pulumi program under mocks: same Fleet as the CLI, bad config stops before any resource."""
 from __future__ import annotations
 
-import json
 
 import pulumi
 import pytest
 
 from builders import fleet_config, floats
+from program_run import set_stack_config
 from modelplane.api import load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import program
-from modelplane.infra.config import load_fleet_from_pulumi, secret_output
-
-
-def set_stack_config(config: dict, secret_keys: tuple[str, ...] = ()) -> None:
-    """What the engine hands the program: `modelplane:` keys, structured values as JSON text."""
-    pulumi.runtime.set_all_config({f"modelplane:{k}": json.dumps(v) for k, v in config.items()},
-                                  [f"modelplane:{k}" for k in secret_keys])
+from modelplane.infra.config import load_fleet_from_pulumi
 
 
 @pytest.mark.parametrize("stack", ["demo", "cloud"])

@@ -10,14 +10,12 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from builders import fleet_config
+from builders import fleet_config, stack_config
 from k8s_validation import validate_object
 from modelplane.api import ConfigError, load_fleet
-from modelplane.api.stackfile import read_stack_file
 from modelplane.render import front_door as fd
 from modelplane.render import envoy_policy
 from modelplane.render import front_door_envoy as envoy
@@ -25,15 +23,10 @@ from modelplane.render import front_door_envoy_routes as envoy_routes
 from modelplane.render.model_router import MODEL_PATHS
 from modelplane.scheduling import child_name, schedule
 
-STACKS = Path(__file__).resolve().parent.parent / "stacks"
 TOKEN = "sk-live-DO-NOT-RENDER-4242"
 GATEWAY = {"clusterName": "control", "cluster": {"source": "Kind"},
            "envoyGateway": {"loadBalancer": "MetalLB", "metallb": {}}}
 MOCK = {"modelplane.ai/deployment": "mock-demo"}
-
-
-def stack_config(name: str) -> dict:
-    return read_stack_file(STACKS / f"Pulumi.{name}.yaml").config
 
 
 def front_door(config: dict, addresses: dict[str, str] | None = None):

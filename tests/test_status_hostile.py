@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from test_status_cli import (EU, EU_REPLICA, NAMESPACE, TOKEN, US, US_REPLICA, FakeKube, closed_port,  # noqa: F401
+from status_fakes import (EU, EU_REPLICA, NAMESPACE, TOKEN, US, US_REPLICA, FakeKube, closed_port,  # noqa: F401
                              demo_placement, fleet, host_of, kubeconfig_text, pki, pod, tls_server)
 from modelplane.status.kubeconfig import parse_kubeconfig
 from modelplane.status.live import read_cluster, read_clusters
