@@ -268,3 +268,28 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
                if isinstance(r.longrepr, tuple) and r.longrepr[2].endswith(k8s_validation.MISSING_CRDS)]
     if skipped:
         terminalreporter.write_line(f"{len(skipped)} skipped: {k8s_validation.MISSING_CRDS}", yellow=True)
+
+
+# The fast lane, `pytest -m "not slow"` (CONTRIBUTING.md), leaves out these modules, which start
+# `modelplane` (or Pulumi, openssl, another process) per test or run the whole Pulumi program under
+# mocks, and the property tests that draw 300 examples or more; `pytest` alone runs everything.
+SLOW_MODULES = {
+    # processes per test
+    "test_cli", "test_cli_docs", "test_cli_habits", "test_demo_script", "test_drain_story", "test_fetch_crds",
+    "test_hostile_input", "test_main_plain_mocks", "test_mock_engine_hardening", "test_not_a_stack",
+    "test_packaging", "test_render_out", "test_runbook_concurrency", "test_secrets_never_echoed", "test_status_cli",
+    "test_status_hostile", "test_validate_breaks_later", "test_provider_tmpdir", "test_e2e_controlplane_unit",
+    "test_e2e_pulumi_cli_unit", "test_front_door_preinstalled",
+    # the whole program under mocks
+    "test_backends_cloud", "test_backends_local", "test_mirror_program", "test_program", "test_program_matches_render",
+    "test_program_options", "test_program_resources",
+}
+LARGE_PROPERTY_TEST = 300  # hypothesis examples
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+        large = settings is not None and settings.max_examples >= LARGE_PROPERTY_TEST
+        if item.module.__name__ in SLOW_MODULES or large:
+            item.add_marker(pytest.mark.slow)

@@ -189,7 +189,7 @@ from test_mirror_program import fill_folder_mirror
 from builders import stack_config
 from modelplane.infra.sources import folder_mirror_problems
 charts, manifests = Path({folder!r}) / "charts", Path({folder!r}) / "manifests"
-config = {{**stack_config(Path({repo!r}), "demo"), "mirror": {{"charts": str(charts), "manifests": str(manifests)}}}}
+config = {{**stack_config("demo"), "mirror": {{"charts": str(charts), "manifests": str(manifests)}}}}
 fleet, listing = fill_folder_mirror(config, charts, manifests)
 target = manifests / listing.manifests[0].file
 for make in (lambda: target.symlink_to("/dev/zero"), lambda: os.mkfifo(target),

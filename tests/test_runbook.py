@@ -74,6 +74,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # processes per case
 @pytest.mark.parametrize("stack, args, expected", CASES, ids=[" ".join([s, *a]) for s, a, _ in CASES])
 def test_a_command_changes_only_its_lines(repo, tmp_path, stack, args, expected):
     path = copy_stack(repo, tmp_path, stack)
@@ -106,6 +107,7 @@ def test_scale_prints_the_change_the_pulumi_command_the_plan_and_the_next_step(r
     ]
 
 
+@pytest.mark.slow  # processes per case
 def test_secure_values_are_kept(repo, tmp_path):
     path = copy_stack(repo, tmp_path, "demo")
     text = path.read_text().replace(
@@ -146,6 +148,7 @@ ERRORS = [
 ]
 
 
+@pytest.mark.slow  # processes per case
 @pytest.mark.parametrize("args, issue", ERRORS, ids=[" ".join(a) for a, _ in ERRORS])
 def test_errors_exit_2_and_leave_the_file_alone(repo, tmp_path, args, issue):
     path = copy_stack(repo, tmp_path, "demo")
@@ -186,6 +189,7 @@ def taints(path) -> list | None:
     return config["modelplane:inferenceClusters"]["gpu-eu-west"].get("taints")
 
 
+@pytest.mark.slow  # processes per case
 def test_drain_escalates_one_taint_and_undrain_restores_the_file(repo, tmp_path):
     path = copy_stack(repo, tmp_path, "demo")
     original = path.read_bytes()
@@ -247,6 +251,7 @@ def condition(document: dict) -> dict:
     return document["deployments"][0]["conditions"][0]
 
 
+@pytest.mark.slow  # processes per case
 def test_drain_story_through_the_commands(repo, tmp_path):
     story = Story(repo, tmp_path)
     original = story.file.read_bytes()
