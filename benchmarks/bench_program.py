@@ -61,7 +61,7 @@ sys.path[:0] = [{tests!r}, {benchmarks!r}]
 import pulumi
 from pulumi.runtime.sync_await import _sync_await
 from pulumi.runtime.stack import run_pulumi_func
-from conftest import OUTPUT_HOOKS  # the suite's stand-ins for what providers compute
+from conftest import OUTPUT_HOOKS, PlainMonitor  # the suite's stand-ins for what providers compute
 
 class Echo(pulumi.runtime.Mocks):
     count = 0
@@ -75,7 +75,11 @@ class Echo(pulumi.runtime.Mocks):
         hook = OUTPUT_HOOKS.get(args.token)
         return hook(dict(args.args)) if hook else {{}}
 
-pulumi.runtime.set_mocks(Echo(), project="modelplane", stack={stack!r}, preview=False, organization="organization")
+# PlainMonitor: the SDK's default mock monitor rehydrates resource references on its own event loop, and a run now
+# and then never ends (tests/conftest.py).
+echo = Echo()
+pulumi.runtime.set_mocks(echo, project="modelplane", stack={stack!r}, preview=False, monitor=PlainMonitor(echo),
+                         organization="organization")
 from bench_program import stack_config
 config, secret_keys = stack_config({stack!r})
 pulumi.runtime.set_all_config({{"modelplane:" + k: json.dumps(v) for k, v in config.items()}},
@@ -121,7 +125,9 @@ class Echo(pulumi.runtime.Mocks):
         return {{}}
 
 pulumi.runtime.settings.set_root_resource(None)
-pulumi.runtime.set_mocks(Echo(), project="modelplane", stack="record", preview=False, organization="organization")
+echo = Echo()
+pulumi.runtime.set_mocks(echo, project="modelplane", stack="record", preview=False, monitor=conftest.PlainMonitor(echo),
+                         organization="organization")
 
 def register_again():
     program.collect_only_young_garbage()

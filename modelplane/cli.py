@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NoReturn
 from . import gc_policy, runbook, views
 from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet, locked_write
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
+from .progress import Progress
 from .scheduling import load_previous, schedule
 from .version import VERSION
 
@@ -59,10 +60,11 @@ HELP: dict[str, tuple[str, str, str]] = {
     ),
     "render": (
         "write every Kubernetes object and Helm release of the fleet as YAML",
-        "Writes one folder per cluster under --out: each Kubernetes object as NNN-<kind>-<namespace>-<name>.yaml "
-        "in apply order, and beside them what `pulumi up` handles itself: remote-manifests.yaml (CRD "
+        "Writes one folder per cluster under --out holding only Kubernetes objects, "
+        "NNN-<kind>-<namespace>-<name>.yaml in apply order (`kubectl apply -f <folder>` reads them in that "
+        "order), and in its meta/ subfolder what `pulumi up` handles itself: remote-manifests.yaml (CRD "
         "manifests), helm-releases.yaml and placeholders.yaml. Shows progress on a terminal.",
-        "modelplane render -s demo --out manifests\n|rendering.md",
+        "modelplane render -s demo --out manifests\nkubectl apply -f manifests/gpu-eu-west/\n|rendering.md",
     ),
     "sources": (
         "list every Helm chart and CRD manifest the fleet fetches, and the commands that fill a mirror "
@@ -477,22 +479,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class Progress:
-    """One self-overwriting line on stderr while a long command works, only when stderr is a terminal."""
-
-    def __init__(self, stream=None) -> None:
-        self.stream = stream or sys.stderr
-        self.shown = self.stream.isatty()
-
-    def __call__(self, text: str) -> None:
-        if self.shown:
-            self.stream.write(f"\r\033[K{text}")
-            self.stream.flush()
-
-    def done(self) -> None:
-        self("")
-
-
 def cmd_render(args: argparse.Namespace) -> int:
     from .render import render_fleet, write_manifests  # only this command needs the renderers
 
@@ -517,7 +503,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         )
     if any(w.placeholders for w in written):
         print(
-            "placeholders (placeholders.yaml in each folder) stand for values known only once deployed, and secrets; "
+            "placeholders (meta/placeholders.yaml in each folder) stand for values known only once deployed, and secrets; "
             "kind MetalLB ranges are carved from kind's default network here, from the real one by `pulumi up`"
         )
     for folder in removed:
@@ -549,13 +535,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     path = resolve_stack(args)
     stack_file, fleet = load_file(path)
     _warn(stack_file, fleet)
-    if sys.stderr.isatty():  # the reads take seconds per unreachable cluster: say what is going on
-        print(
-            f"status: reading {len(fleet.inference_clusters)} clusters and probing their replicas...",
-            file=sys.stderr,
-            flush=True,
-        )
-    return status.run(fleet, path, args)
+    progress = Progress()  # the reads take seconds per unreachable cluster: say what is going on, on a terminal
+    try:
+        return status.run(fleet, path, args, progress)
+    finally:
+        progress.done()
 
 
 def cmd_scale(args: argparse.Namespace) -> int:

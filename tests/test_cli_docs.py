@@ -129,21 +129,48 @@ def test_readme_names_every_exit_code_the_cli_module_defines() -> None:
     assert "venv/bin/pip install -r requirements-cli.txt && venv/bin/pip install --no-deps ." in readme
 
 
-def test_rendering_kubectl_glob_selects_exactly_the_objects(tmp_path: Path) -> None:
-    """docs/rendering.md's glob: every numbered file is one Kubernetes object; the notes are left out."""
-    import glob
+KUBECTL_EXTENSIONS = (".json", ".yaml", ".yml")  # what `kubectl apply -f <folder>` reads (k8s.io/cli-runtime)
 
+
+def kubectl_reads(folder: Path) -> list[Path]:
+    """The files `kubectl apply -f <folder>` (without -R) applies, in its order: the folder's own files with
+    kubectl's extensions, by name (filepath.Walk's lexical order); subfolders are skipped."""
+    return sorted((p for p in folder.iterdir() if p.is_file() and p.suffix in KUBECTL_EXTENSIONS),
+                  key=lambda p: p.name.encode())
+
+
+@pytest.mark.parametrize("stack", ["demo", "cloud"])
+def test_kubectl_apply_on_a_rendered_cluster_folder_reads_exactly_its_objects_in_apply_order(tmp_path: Path,
+                                                                                              stack: str) -> None:
+    """docs/rendering.md: `kubectl apply -f manifests/gpu-eu-west/` applies every object render wrote, in the
+    program's apply order, and nothing else (the notes in meta/ are lists, not objects)."""
     import yaml
 
-    text = (REPO / "docs" / "rendering.md").read_text()
-    assert "kubectl apply $(printf -- '-f %s ' manifests/gpu-eu-west/[0-9][0-9][0-9]-*.yaml)" in text
-    assert modelplane("render", "-s", "demo", "--out", str(tmp_path), cwd=REPO).returncode == 0
-    for cluster in sorted(os.listdir(tmp_path)):
-        chosen = sorted(glob.glob(str(tmp_path / cluster / "[0-9][0-9][0-9]-*.yaml")))
-        others = sorted(set(os.listdir(tmp_path / cluster)) - {Path(c).name for c in chosen})
-        assert others == [".modelplane-render", "helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"]
-        for path in chosen:
-            documents = list(yaml.safe_load_all(Path(path).read_text()))
-            assert len(documents) == 1 and {"apiVersion", "kind", "metadata"} <= set(documents[0]), path
-        for note in ("helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"):
-            assert isinstance(yaml.safe_load((tmp_path / cluster / note).read_text()), list)  # not an object
+    from modelplane.api import load_fleet
+    from modelplane.api.stackfile import read_stack_file
+    from modelplane.render import render_fleet
+    from modelplane.scheduling import schedule
+
+    text = " ".join((REPO / "docs" / "rendering.md").read_text().split())
+    assert "kubectl apply -f manifests/gpu-eu-west/ ```" in text and "Leave out `-R`" in text
+    assert modelplane("render", "-s", stack, "--out", str(tmp_path), cwd=REPO).returncode == 0
+    fleet = load_fleet(read_stack_file(REPO / "stacks" / f"Pulumi.{stack}.yaml").config)
+    expected = {m.cluster: m.objects for m in render_fleet(fleet, schedule(fleet))}
+    assert sorted(os.listdir(tmp_path)) == sorted(expected)
+    for cluster, objects in expected.items():
+        applied = [document for path in kubectl_reads(tmp_path / cluster)
+                   for document in yaml.safe_load_all(path.read_text())]
+        assert applied == objects, cluster
+        notes = sorted(os.listdir(tmp_path / cluster / "meta"))
+        assert notes == ["helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"]
+        for note in notes:
+            assert isinstance(yaml.safe_load((tmp_path / cluster / "meta" / note).read_text()), list)  # not objects
+
+
+@pytest.mark.parametrize("stack, out", [("demo", "rendered"), ("cloud", "rendered-cloud")])
+def test_rendering_docs_show_the_real_render_output(tmp_path: Path, stack: str, out: str) -> None:
+    line, shown = doc_block("docs/rendering.md", f"modelplane render --stack {stack} --out {out}")
+    assert line == f"modelplane render --stack {stack} --out {out}"
+    result = modelplane("render", "--config", str(REPO / "stacks" / f"Pulumi.{stack}.yaml"), "--out", out,
+                        cwd=tmp_path)
+    assert (result.returncode, result.stderr, result.stdout) == (0, "", shown.rstrip("\n") + "\n")

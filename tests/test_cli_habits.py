@@ -10,7 +10,6 @@ import copy
 import hashlib
 import json
 import os
-import pty
 import shutil
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from modelplane.api import locked_write
+from terminal import run_with_terminal_stderr
 
 REPO = Path(__file__).resolve().parent.parent
 # A user's shell: no PYTHONDONTWRITEBYTECODE / PYTHONUNBUFFERED unless a test sets them; -P and
@@ -303,24 +303,9 @@ def test_ctrl_c_exits_130_quietly_and_changes_nothing(tmp_path: Path) -> None:
 def test_render_shows_progress_on_a_terminal_and_nothing_otherwise(tmp_path: Path) -> None:
     quiet = modelplane("render", "-s", "demo", "--out", str(tmp_path / "a"))
     assert (quiet.returncode, quiet.stderr) == (0, "")
-    primary, secondary = pty.openpty()
-    try:
-        done = subprocess.run(command("render", "-s", "demo", "--out", str(tmp_path / "b")), cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=secondary, text=True, timeout=120, env=BASE_ENV)
-        os.close(secondary)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        os.close(primary)
+    done, text = run_with_terminal_stderr(command("render", "-s", "demo", "--out", str(tmp_path / "b")), cwd=REPO,
+                                          timeout=120, env=BASE_ENV)
     assert done.returncode == 0 and done.stdout == quiet.stdout.replace(str(tmp_path / "a"), str(tmp_path / "b"))
-    text = seen.decode()
     assert "render: reading and validating the stack..." in text and "render: rendering 2 workload clusters..." in text
     assert text.endswith("\r\x1b[K")  # the line is cleared before the result is printed
 

@@ -234,13 +234,13 @@ def test_render_command_writes_a_folder_per_cluster(tmp_path):
         f"{tmp_path / 'gpu-us-east'}: 1 remote manifests, 19 objects, 9 Helm releases, 1 placeholders"]
     assert "from the real one by `pulumi up`" in result.stdout
     for folder in tmp_path.iterdir():
-        releases = yaml.safe_load((folder / "helm-releases.yaml").read_text())
+        releases = yaml.safe_load((folder / "meta" / "helm-releases.yaml").read_text())
         assert isinstance(releases, list)
-        manifests = yaml.safe_load((folder / "remote-manifests.yaml").read_text())
+        manifests = yaml.safe_load((folder / "meta" / "remote-manifests.yaml").read_text())
         # Workload clusters: the Inference Extension CRDs; the front door's Envoy Gateway chart brings its own.
         assert len(manifests) == (0 if folder.name == "control" else 1)
         assert all(m["url"].startswith("https://github.com/kubernetes-sigs/") for m in manifests)
-        placeholders = yaml.safe_load((folder / "placeholders.yaml").read_text())
+        placeholders = yaml.safe_load((folder / "meta" / "placeholders.yaml").read_text())
         assert f"{folder.name}.metallbAddressPool" in {p["name"] for p in placeholders}
         for path in folder.glob("[0-9]*.yaml"):
             assert validate_object(yaml.safe_load(path.read_text())) == [], path.name

@@ -131,6 +131,58 @@ def test_render_refuses_a_folder_whose_marker_it_cannot_read(tmp_path):
     assert tree(tmp_path) == {"control/.modelplane-render": b'{"format": 99, "files": []}\n'}
 
 
+def test_render_refuses_a_file_added_to_meta_and_a_folder_in_it(repo, tmp_path):
+    assert render(repo, tmp_path).returncode == 0
+    (tmp_path / "gpu-us-east" / "meta" / "values-override.yaml").write_text("mine\n")
+    (tmp_path / "gpu-eu-west" / "meta" / "old").mkdir()
+    before = tree(tmp_path)
+    result = render(repo, tmp_path)
+    assert_refused(result, tmp_path / "gpu-eu-west", "holds files modelplane render did not write: meta/old")
+    assert tree(tmp_path) == before and (tmp_path / "gpu-eu-west" / "meta" / "old").is_dir()
+    (tmp_path / "gpu-eu-west" / "meta" / "old").rmdir()
+    result = render(repo, tmp_path)
+    assert_refused(result, tmp_path / "gpu-us-east",
+                   "holds files modelplane render did not write: meta/values-override.yaml")
+
+
+def test_a_marker_cannot_make_render_write_or_remove_outside_its_folder(tmp_path):
+    for listed in ("../x.yaml", "meta/../x.yaml", "meta/sub/x.yaml", "other/x.yaml", "meta", "/etc/passwd"):
+        (tmp_path / "control").mkdir(exist_ok=True)
+        (tmp_path / "control" / ".modelplane-render").write_text(json.dumps({"format": 2, "files": [listed]}))
+        with pytest.raises(ModelplaneError, match="of a format this version of modelplane does not write"):
+            output.write_manifests([], tmp_path)
+
+
+def test_a_folder_rendered_in_format_1_is_taken_over_and_its_notes_move_to_meta(repo, tmp_path):
+    """An earlier modelplane wrote the notes beside the objects (marker format 1): still render's own folder."""
+    assert render(repo, tmp_path).returncode == 0
+    now = tree(tmp_path)
+    for cluster in CLUSTERS:  # turn the folder back into what format 1 wrote
+        folder = tmp_path / cluster
+        for name in os.listdir(folder / "meta"):
+            (folder / "meta" / name).rename(folder / name)
+        (folder / "meta").rmdir()
+        marker = json.loads((folder / ".modelplane-render").read_text())
+        marker.update(format=1, files=[f.removeprefix("meta/") for f in marker["files"]])
+        (folder / ".modelplane-render").write_text(json.dumps(marker))
+    result = render(repo, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert tree(tmp_path) == now
+
+
+def test_object_file_names_sort_in_apply_order_past_a_thousand_objects(tmp_path):
+    """kubectl reads a folder's files by name: with 1,000 objects or more the numbers get a fourth digit."""
+    from modelplane.render.types import ClusterManifests
+
+    objects = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "ns"}}
+               for i in range(1001)]
+    output.write_manifests([ClusterManifests(cluster="big", role="workload", objects=objects)], tmp_path)
+    names = sorted(p.name for p in (tmp_path / "big").glob("*.yaml"))
+    assert names[0] == "0000-configmap-ns-c0.yaml" and names[-1] == "1000-configmap-ns-c1000.yaml"
+    assert [yaml.safe_load((tmp_path / "big" / n).read_text())["metadata"]["name"] for n in names] == \
+        [o["metadata"]["name"] for o in objects]
+
+
 # --- its own folders: replaced, removed ---------------------------------------------------------------
 
 def test_render_twice_writes_the_same_output(repo, tmp_path):
@@ -146,9 +198,10 @@ def test_render_twice_writes_the_same_output(repo, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["README.md", *CLUSTERS, "notes"]
     for cluster in CLUSTERS:
         marker = json.loads((tmp_path / cluster / ".modelplane-render").read_text())
-        assert marker["format"] == 1
-        assert {"remote-manifests.yaml", "helm-releases.yaml", "placeholders.yaml"} <= set(marker["files"])
-        assert sorted(marker["files"]) == sorted(set(os.listdir(tmp_path / cluster)) - {".modelplane-render"})
+        assert marker["format"] == 2
+        notes = {"meta/remote-manifests.yaml", "meta/helm-releases.yaml", "meta/placeholders.yaml"}
+        assert notes <= set(marker["files"])
+        assert sorted(marker["files"]) == sorted(set(tree(tmp_path / cluster)) - {".modelplane-render"})
 
 
 def test_rerender_removes_files_of_objects_no_longer_rendered(repo, tmp_path):
@@ -166,7 +219,7 @@ def test_rerender_removes_files_of_objects_no_longer_rendered(repo, tmp_path):
     assert bool(replicas("gpu-eu-west")) != bool(replicas("gpu-us-east"))  # the replica left one cluster: its files too
     for cluster in CLUSTERS:
         marker = json.loads((tmp_path / cluster / ".modelplane-render").read_text())
-        assert sorted(marker["files"]) == sorted(set(os.listdir(tmp_path / cluster)) - {".modelplane-render"})
+        assert sorted(marker["files"]) == sorted(set(tree(tmp_path / cluster)) - {".modelplane-render"})
 
 
 def test_render_removes_the_folder_of_a_cluster_that_left_the_fleet(repo, tmp_path):

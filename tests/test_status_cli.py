@@ -44,6 +44,7 @@ from status_fakes import (  # noqa: F401  (fixtures)
 from modelplane.status.kube_client import ReadError, tls_context
 from modelplane.status.kubeconfig import parse_kubeconfig
 from modelplane.status.live import read_cluster, read_clusters
+from terminal import run_with_terminal_stderr
 
 
 def test_a_healthy_replica_and_an_unreachable_cluster(fleet):
@@ -457,3 +458,31 @@ def test_a_cluster_that_never_answers_costs_its_timeout_and_clusters_are_read_to
     assert elapsed < 2.0, f"six silent clusters took {elapsed:.1f} s: read one after another (3 s)?"
     assert {r.error_kind for r in readings.values()} == {"unreachable"}
     assert all("within 0.5 s" in r.error for r in readings.values())
+
+
+# --- progress on a terminal only ---------------------------------------------------------------------------------
+
+def test_status_shows_its_progress_on_a_terminal_and_nothing_otherwise(fleet):
+    """The reads take seconds per unreachable cluster: a terminal sees what status is doing; a pipe sees nothing."""
+    piped = status(fleet)
+    assert (piped.returncode, piped.stderr) == (1, "")
+    done, text = run_with_terminal_stderr(
+        [sys.executable, "-m", "modelplane", "status", "--stack", "demo", "--previous", str(fleet.previous),
+         "--kubeconfig-dir", str(fleet.kubeconfigs)],
+        cwd=REPO, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 1 and done.stdout == piped.stdout
+    lines = [line for line in text.split("\r\x1b[K") if line]
+    assert lines[:3] == ["status: reading clusters (0/2)...", "status: reading clusters (1/2)...",
+                         "status: reading clusters (2/2)..."]
+    assert lines[3] == "status: probing replicas (0/1)..." and lines[-1] == "status: probing replicas (1/1)..."
+    assert text.endswith("\r\x1b[K")  # cleared before the table is printed
+
+
+def test_status_reading_the_stack_output_says_so_on_a_terminal(fleet, fake_pulumi):
+    (fake_pulumi.folder / "outputs.json").write_text(json.dumps({"placement": json.loads(fleet.previous.read_text())}))
+    done, text = run_with_terminal_stderr(
+        [sys.executable, "-m", "modelplane", "status", "--stack", "demo", "--kubeconfig-dir", str(fleet.kubeconfigs)],
+        cwd=REPO, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO), "MODELPLANE_PULUMI": str(fake_pulumi.path)})
+    assert done.returncode == 1, done.stdout
+    assert "status: reading the last placement of stack demo (pulumi stack output)..." in text
+    assert text.endswith("\r\x1b[K")

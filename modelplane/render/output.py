@@ -1,9 +1,11 @@
 """Write rendered manifests to a folder: one folder per cluster, everything `pulumi up` puts on it.
 
-Per cluster folder, in install order: `remote-manifests.yaml` (CRD manifests applied from a URL),
-`NNN-<kind>-<namespace>-<name>.yaml` (each object, in apply order), `helm-releases.yaml` (each
-release with the releases it waits for), and `placeholders.yaml` (each value the objects hold a
-placeholder for, and what `pulumi up` puts there).
+A cluster folder holds only Kubernetes objects, `NNN-<kind>-<namespace>-<name>.yaml` numbered in apply
+order (so that `kubectl apply -f <cluster folder>` reads them, and in that order), and in its `meta/`
+subfolder, which kubectl does not read without `-R`, what `pulumi up` handles itself:
+`remote-manifests.yaml` (CRD manifests applied from a URL), `helm-releases.yaml` (each release with
+the releases it waits for) and `placeholders.yaml` (each value the objects hold a placeholder for, and
+what `pulumi up` puts there).
 
 `render --out DIR` only ever replaces what it wrote itself. Each cluster folder it writes holds a
 marker, `.modelplane-render`: JSON with a format version and the list of files render wrote there.
@@ -26,7 +28,9 @@ from ..api.errors import ModelplaneError
 from .types import ClusterManifests
 
 MARKER = ".modelplane-render"
-FORMAT = 1
+FORMAT = 2  # 2: the notes in meta/; a folder written in format 1 (notes beside the objects) is still render's own
+_READABLE_FORMATS = (1, 2)
+META = "meta"  # the subfolder of what is not a Kubernetes object
 _MARKER_TEMP = MARKER + ".tmp"  # the marker is replaced atomically through this name
 
 
@@ -50,7 +54,7 @@ class Written:
     placeholders: int
 
 
-REMOTE_MANIFESTS = "remote-manifests.yaml"
+REMOTE_MANIFESTS = f"{META}/remote-manifests.yaml"
 _REMOTE_NOTE = (
     "# Multi-document manifests applied from their URL before anything else on this cluster\n"
     "# (pulumi up: a kubernetes yaml/v2 ConfigFile named <cluster>/<name>).\n"
@@ -59,13 +63,13 @@ _PLACEHOLDER_NOTE = (
     "# Values the rendered objects hold a placeholder for (renderedAs);\n"
     "# pulumi up puts deployedAs there. Secrets are never rendered.\n"
 )
-HELM_RELEASES = "helm-releases.yaml"
-PLACEHOLDERS = "placeholders.yaml"
+HELM_RELEASES = f"{META}/helm-releases.yaml"
+PLACEHOLDERS = f"{META}/placeholders.yaml"
 
 
 def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[Written], list[Path]]:
-    """Per cluster: `<out>/<cluster>/remote-manifests.yaml`, `<NNN>-<kind>-<namespace>-<name>.yaml` per
-    object, `helm-releases.yaml` and `placeholders.yaml`.
+    """Per cluster: `<out>/<cluster>/<NNN>-<kind>-<namespace>-<name>.yaml` per object, and
+    `meta/remote-manifests.yaml`, `meta/helm-releases.yaml` and `meta/placeholders.yaml`.
 
     Returns what was written per cluster, and the folders removed (of clusters no longer in the
     fleet). A folder render wrote before is replaced, so a removed object does not linger;
@@ -105,11 +109,17 @@ def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], 
             REMOTE_MANIFESTS: _REMOTE_NOTE
             + yaml.safe_dump([m.to_dict() for m in cluster.remote_manifests], sort_keys=False)
         }
+        digits = max(3, len(str(len(cluster.objects) - 1)))  # names sort in apply order, as kubectl reads them
         for i, obj in enumerate(cluster.objects):
             metadata = obj.get("metadata", {})
             stem = "-".join(
                 p
-                for p in (f"{i:03d}", obj["kind"].lower(), metadata.get("namespace", "_cluster"), metadata["name"])
+                for p in (
+                    f"{i:0{digits}d}",
+                    obj["kind"].lower(),
+                    metadata.get("namespace", "_cluster"),
+                    metadata["name"],
+                )
                 if p
             )
             files[f"{stem}.yaml"] = yaml.safe_dump(obj, sort_keys=False)
@@ -173,22 +183,49 @@ def _owned_files(folder: Path) -> tuple[str, ...] | None:
     files = data.get("files") if isinstance(data, dict) else None
     if (
         not isinstance(data, dict)
-        or data.get("format") != FORMAT
+        or data.get("format") not in _READABLE_FORMATS
         or not isinstance(files, list)
-        or not all(isinstance(f, str) and f and "/" not in f and f not in (".", "..", MARKER) for f in files)
+        or not all(isinstance(f, str) and _is_file_name(f) for f in files)
     ):
         raise _refuse(folder, f"has a {MARKER} of a format this version of modelplane does not write")
-    listed = set(files)
-    foreign = []
-    for entry in sorted(os.listdir(folder)):
-        if entry in (MARKER, _MARKER_TEMP):
-            continue
-        if entry not in listed or not (folder / entry).is_file() or (folder / entry).is_symlink():
-            foreign.append(entry)
+    foreign = _foreign_entries(folder, set(files))
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise _refuse(folder, f"holds files modelplane render did not write: {shown}", "them")
     return tuple(files)
+
+
+def _is_file_name(name: str) -> bool:
+    """A name render writes: `file` or `meta/file`, never a path that leaves the folder."""
+    parts = name.split("/")
+    return (
+        (len(parts) == 1 or (len(parts) == 2 and parts[0] == META))
+        and all(p and p not in (".", "..", MARKER, _MARKER_TEMP) and "\\" not in p for p in parts)
+        and name != META
+    )
+
+
+def _foreign_entries(folder: Path, listed: set[str]) -> list[str]:
+    """What is in `folder` (and its `meta/`) that the marker does not list as a regular file."""
+    foreign = []
+    for entry in sorted(os.listdir(folder)):
+        path = folder / entry
+        if entry in (MARKER, _MARKER_TEMP):
+            continue
+        if entry == META and path.is_dir() and not path.is_symlink():
+            foreign += [
+                f"{META}/{name}"
+                for name in sorted(os.listdir(path))
+                if not _is_listed_file(folder, f"{META}/{name}", listed)
+            ]
+        elif not _is_listed_file(folder, entry, listed):
+            foreign.append(entry)
+    return foreign
+
+
+def _is_listed_file(folder: Path, name: str, listed: set[str]) -> bool:
+    path = folder / name
+    return name in listed and path.is_file() and not path.is_symlink()
 
 
 def _write_folder(folder: _Folder) -> None:
@@ -202,10 +239,8 @@ def _write_folder(folder: _Folder) -> None:
     new = list(folder.files)
     _write_marker(folder.path, sorted(old | set(new)))
     for name in sorted(old - set(new)):
-        try:
-            (folder.path / name).unlink()
-        except FileNotFoundError:
-            pass
+        _unlink(folder.path / name)
+    (folder.path / META).mkdir(exist_ok=True)
     for name, text in folder.files.items():
         (folder.path / name).write_text(text, encoding="utf-8")
     _write_marker(folder.path, new)
@@ -227,13 +262,16 @@ def _write_marker(folder: Path, files: list[str]) -> None:
 def _remove_folder(folder: Path, files: tuple[str, ...]) -> None:
     """Remove a render-owned folder of a cluster that left the fleet: its listed files, the marker, then it."""
     for name in files:
-        try:
-            (folder / name).unlink()
-        except FileNotFoundError:
-            pass
+        _unlink(folder / name)
+    if (folder / META).is_dir():
+        (folder / META).rmdir()
     for name in (_MARKER_TEMP, MARKER):
-        try:
-            (folder / name).unlink()
-        except FileNotFoundError:
-            pass
+        _unlink(folder / name)
     folder.rmdir()
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

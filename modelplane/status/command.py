@@ -18,6 +18,7 @@ from ..api import Fleet, syntax
 from ..api.errors import ModelplaneError
 from ..api.stackfile import find_project_dir
 from ..api.textfile import read_text
+from ..progress import Progress
 from ..render.types import replica_host
 from ..scheduling import PlacementDocument, load_previous, schedule
 from .fallback import fallback_lines
@@ -48,8 +49,11 @@ KUBECONFIG_NAMES = ("{}", "{}.yaml", "{}.yml", "{}.kubeconfig")
 MAX_KUBECONFIG_BYTES = 1 << 20
 
 
-def run(fleet: Fleet, stack_path: Path, args: argparse.Namespace) -> int:
+def run(fleet: Fleet, stack_path: Path, args: argparse.Namespace, progress: Progress | None = None) -> int:
+    progress = progress or Progress()
     stack = Stack.of(stack_path, args.stack)
+    if args.previous is None:
+        progress(f"status: reading the last placement of stack {stack.label} (pulumi stack output)...")
     previous, outputs, notes = last_placement(stack, args.previous, needs_kubeconfigs=args.kubeconfig_dir is None)
     check_names(previous)
     result = schedule(fleet, previous)
@@ -59,8 +63,12 @@ def run(fleet: Fleet, stack_path: Path, args: argparse.Namespace) -> int:
     namespaces: dict[str, set[str]] = {}
     for r in rows:
         namespaces.setdefault(r.cluster, set()).add(r.namespace)
-    readings = read_clusters(accesses, namespaces)
-    probes = None if args.no_probe else probe_all(probe_targets(rows, readings, fleet))
+    readings = read_clusters(accesses, namespaces, on_done=progress.counter("status: reading clusters", len(accesses)))
+    probes = None
+    if not args.no_probe:
+        targets = probe_targets(rows, readings, fleet)
+        probes = probe_all(targets, on_done=progress.counter("status: probing replicas", len(targets)))
+    progress.done()
     report = build_report(
         stack.label, result, watched, readings, probes, stack.runbook(), tuple(notes), tuple(fallback_lines(fleet))
     )

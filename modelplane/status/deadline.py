@@ -67,9 +67,11 @@ def gather(
     seconds: float,
     late: Callable[[T], R],
     failed: Callable[[T, Exception], R],
+    on_done: Callable[[int], None] = lambda done: None,
 ) -> list[R]:
     """`work(item)` for every item, at most `workers` at a time, all within `seconds`: an item not done
-    by then gets `late(item)`, one that raised gets `failed(item, error)`."""
+    by then gets `late(item)`, one that raised gets `failed(item, error)`. `on_done(n)` is told each time
+    an item finishes, with how many have (for a progress line)."""
     if not items:
         return []
     results: dict[int, R] = {}
@@ -89,6 +91,7 @@ def gather(
                 result = failed(items[index], error)
             with lock:
                 results[index] = result
+                on_done(len(results))
                 if len(results) == len(items):
                     all_done.set()
 

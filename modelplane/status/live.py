@@ -9,7 +9,7 @@ connection (at most `REQUEST_TIMEOUT`); a slow one, or one that trickles its ans
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..api import syntax
 from ..render.types import GATEWAY_API, SERVING, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY
@@ -30,8 +30,9 @@ def read_clusters(
     timeout: float = REQUEST_TIMEOUT,
     budget: float = CLUSTER_BUDGET,
     overall: float | None = None,
+    on_done: Callable[[int], None] = lambda done: None,
 ) -> dict[str, ClusterReading]:
-    """Each cluster of `accesses`, reading the namespaces `namespaces[cluster]`."""
+    """Each cluster of `accesses`, reading the namespaces `namespaces[cluster]`; `on_done(n)` as each is read."""
     names = sorted(accesses)
     overall = budget + (OVERALL_BUDGET - CLUSTER_BUDGET) if overall is None else overall
     readings = gather(
@@ -43,6 +44,7 @@ def read_clusters(
             c, error=f"not read within status's overall limit of {overall:g} s", error_kind="unreachable"
         ),
         failed=lambda c, e: ClusterReading(c, error=f"reading it failed ({type(e).__name__})", error_kind="unreadable"),
+        on_done=on_done,
     )
     return dict(zip(names, readings, strict=True))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..render.types import HEALTH_PATH
@@ -84,9 +85,11 @@ class _GuardedConnection(http.client.HTTPConnection):
         self._watchdog.guard(self.sock)
 
 
-def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT) -> dict[tuple[str, str], Probe]:
+def probe_all(
+    targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT, on_done: Callable[[int], None] = lambda done: None
+) -> dict[tuple[str, str], Probe]:
     """Every target at once (threads): the slowest probe, not their sum, is what it costs, and never more than
-    `timeout` plus a second."""
+    `timeout` plus a second. `on_done(n)` as each answers."""
     results = gather(
         lambda t: probe(t, timeout),
         targets,
@@ -94,5 +97,6 @@ def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT) -> dic
         timeout + 1.0,
         late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
         failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"),
+        on_done=on_done,
     )
     return {t.key: r for t, r in zip(targets, results, strict=True)}

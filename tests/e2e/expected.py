@@ -9,7 +9,6 @@ import yaml
 
 from .kube_api import ApiError, KubeApi, object_path
 
-RENDER_EXTRAS = {"helm-releases.yaml", "placeholders.yaml", "remote-manifests.yaml"}
 
 
 @dataclass(frozen=True)
@@ -48,16 +47,14 @@ def read_render(folder: Path) -> Rendered:
     objects, releases, manifests = [], [], []
     for cluster_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
         cluster = cluster_dir.name
-        for path in sorted(cluster_dir.glob("*.yaml")):
-            if path.name in RENDER_EXTRAS:
-                continue
+        for path in sorted(cluster_dir.glob("*.yaml")):  # only objects: the notes are in meta/
             for obj in yaml.safe_load_all(path.read_text()):
                 if obj:
                     meta = obj["metadata"]
                     objects.append(Expected(cluster, obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]))
-        for release in yaml.safe_load((cluster_dir / "helm-releases.yaml").read_text()) or []:
+        for release in yaml.safe_load((cluster_dir / "meta" / "helm-releases.yaml").read_text()) or []:
             releases.append((cluster, release["name"], release["namespace"]))
-        for manifest in yaml.safe_load((cluster_dir / "remote-manifests.yaml").read_text()) or []:
+        for manifest in yaml.safe_load((cluster_dir / "meta" / "remote-manifests.yaml").read_text()) or []:
             manifests.append((cluster, manifest["name"]))
     return Rendered(tuple(objects), tuple(releases), tuple(manifests))
 
