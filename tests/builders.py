@@ -7,7 +7,8 @@ from typing import Any
 
 from modelplane.api.stackfile import read_stack_file
 
-STACKS = Path(__file__).resolve().parent.parent / "stacks"
+REPO = Path(__file__).resolve().parent.parent
+STACKS = REPO / "stacks"
 
 GPU_CLASS = {
     "devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",

@@ -1,7 +1,7 @@
 """Resource options the engine receives, pinned by what a user of the stack would notice without them.
 
 The demo and cloud stacks' programs run under the suite's mocks; each registration carries the
-options of its RegisterResource request (`conftest.Registration`: retain_on_delete,
+options of its RegisterResource request (`pulumi_recording.Registration`: retain_on_delete,
 custom_timeouts, ignore_changes, delete_before_replace, dependencies, ...). Provider-specific
 settings travel as inputs (a kubernetes Provider's kubeconfig, a node group's
 `ignoreScalingChanges`) and await settings as annotations (`pulumi.com/waitFor`,
@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi_kubernetes import _utilities as k8s_utilities
 
-from conftest import MOCKS, MONITOR, Registration
+from pulumi_recording import Registration
 from modelplane.infra import deploy as infra_deploy
 from modelplane.infra.components.common import apply_objects, children
 from modelplane.render.secrets import placeholder
@@ -44,10 +44,10 @@ def cloud_config() -> dict:
 
 
 @pytest.fixture(scope="module")
-def stacks() -> dict[str, Deployed]:
+def stacks(recording) -> dict[str, Deployed]:
     """Both stacks deployed once under mocks (the cloud one with its two secrets set)."""
-    return {"demo": deploy(MONITOR, MOCKS, stack_config("demo")),
-            "cloud": deploy(MONITOR, MOCKS, cloud_config())}
+    return {"demo": deploy(*recording, stack_config("demo")),
+            "cloud": deploy(*recording, cloud_config())}
 
 
 def annotations(r: Registration) -> dict[str, str]:

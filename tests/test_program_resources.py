@@ -12,7 +12,6 @@ import pulumi
 import pytest
 import yaml
 
-from conftest import MOCKS, MONITOR
 from program_run import PROVIDER, RELEASE, Deployed, Registered, deploy, set_stack_config, stack_config
 from k8s_validation import assert_valid, integral_floats_to_int
 from modelplane.infra import program
@@ -20,8 +19,8 @@ from modelplane.infra import program
 # --- demo ------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def demo() -> Deployed:
-    return deploy(MONITOR, MOCKS, stack_config("demo"))
+def demo(recording) -> Deployed:
+    return deploy(*recording, stack_config("demo"))
 
 
 def test_demo_has_a_provider_per_cluster_and_every_kubeconfig_is_secret(demo):
@@ -220,11 +219,11 @@ HF_TOKEN = "hf_test_token_value"
 
 
 @pytest.fixture(scope="module")
-def cloud() -> Deployed:
+def cloud(recording) -> Deployed:
     config = stack_config("cloud")
     config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": SAAS_KEY}
     config["modelCaches"]["ml-team"]["qwen3-8b"]["huggingFace"]["token"] = HF_TOKEN
-    return deploy(MONITOR, MOCKS, config)
+    return deploy(*recording, config)
 
 
 def test_cloud_has_a_provider_per_cluster_fed_by_its_cloud(cloud):
