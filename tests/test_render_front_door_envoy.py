@@ -549,7 +549,7 @@ def test_a_reference_config_with_a_traefik_block_keeps_traefik():
 ])
 def test_every_routed_name_reaches_its_engines_under_the_name_they_answer(stack, sent, served):
     """Finding 4: `ml-team/chat` went to replicas started with --served-model-name=qwen3-8b (vLLM answers 404)."""
-    from test_model_router import FakeHandle, _on_request
+    from envoy_lua import FakeHandle, on_request as _on_request
 
     _, manifests = front_door(stack_config(stack))
     script = by_kind(manifests.objects, "EnvoyExtensionPolicy")["model-router"]["spec"]["lua"][0]["inline"]
