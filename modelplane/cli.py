@@ -9,6 +9,7 @@ reports a command killed by SIGINT or SIGPIPE, quietly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from . import gc_policy, runbook, views
 from .api import ConfigError, ConfigIssue, Fleet, ModelplaneError, NamespacedName, load_fleet, locked_write
+from .api.errors import SourceFile
 from .api.stackfile import StackFile, find_project_dir, read_stack_file, stack_file_path
 from .progress import Progress
 from .scheduling import load_previous, schedule
@@ -321,9 +323,9 @@ def load_file(path: Path) -> tuple[StackFile, Fleet]:
     except ConfigError as error:
         issues += error.issues
     if issues or fleet is None:
-        error = ConfigError(issues)
-        error.stack_file = stack_file  # lets the printer add line numbers
-        raise error
+        invalid = ConfigError(issues)
+        invalid.stack_file = stack_file  # lets the printer add line numbers
+        raise invalid
     return stack_file, fleet
 
 
@@ -346,9 +348,9 @@ def _warn(stack_file: StackFile, fleet: Fleet) -> None:
         )
 
 
-def _located(stack_file: StackFile | None, issue) -> str:
+def _located(stack_file: SourceFile | None, issue) -> str:
     line = stack_file.line_of(issue.path) if stack_file else None
-    return f"{issue}" + (f"  [{_shown(stack_file.path)}:{line}]" if line else "")
+    return f"{issue}" + (f"  [{_shown(stack_file.path)}:{line}]" if stack_file and line else "")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -450,7 +452,7 @@ def _as_yaml(data) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    fleet, result = _planned(args)
+    _, result = _planned(args)
     if args.output == "json":
         sys.stdout.write(result.to_json())
     elif args.output == "yaml":
@@ -464,7 +466,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    fleet, result = _planned(args)
+    _, result = _planned(args)
     keys = []
     for text in args.deployments:
         namespace, slash, name = text.partition("/")
@@ -568,9 +570,8 @@ def _edit_stack(args: argparse.Namespace, make_edit) -> int:
     With --dry-run the same checks run on the edited text, which is shown as a diff; nothing is written.
     """
     path = resolve_stack(args)
-    with locked_write.locked(
-        path
-    ):  # from reading to replacing: a concurrent scale/drain/undrain waits, no edit is lost
+    # From reading to replacing: a concurrent scale/drain/undrain waits, no edit is lost.
+    with locked_write.locked(path):
         original = read_stack_file(path)  # a missing file or broken YAML stops here
         previous = load_previous(args.previous)  # so does a bad --previous: nothing is written
         text = locked_write.read_for_edit(path)
@@ -678,13 +679,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         return commands[args.command](args)
     except ConfigError as error:
-        stack_file = getattr(error, "stack_file", None)
+        stack_file = error.stack_file
         noun = "error" if len(error.issues) == 1 else "errors"
         where = f" in {_shown(stack_file.path)}" if stack_file else ""
         print(f"error: {len(error.issues)} {noun}{where}:", file=sys.stderr)
         for issue in error.issues:
             print(f"  {_located(stack_file, issue)}", file=sys.stderr)
-        if getattr(error, "unchanged", False):
+        if error.unchanged and stack_file is not None:
             print(
                 f"nothing written: the edit would make the stack invalid; {_shown(stack_file.path)} is unchanged",
                 file=sys.stderr,
@@ -712,10 +713,8 @@ def run() -> NoReturn:
         code = EXIT_INTERRUPTED
     except BrokenPipeError:  # `modelplane plan | head`: the reader left; nothing to say, and no one to say it to
         code = EXIT_BROKEN_PIPE
-    try:
+    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
         sys.stderr.flush()
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass
     os._exit(code)
 
 

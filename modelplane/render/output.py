@@ -17,6 +17,7 @@ before anything is written. Marked folders of clusters no longer in the fleet ar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -87,8 +88,8 @@ def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[
         out.mkdir(parents=True, exist_ok=True)
         for folder in folders:
             _write_folder(folder)
-        for folder, files in stale:
-            _remove_folder(folder, files)
+        for stale_folder, files in stale:
+            _remove_folder(stale_folder, files)
     except OSError as error:
         raise ModelplaneError(
             f"cannot write {error.filename or out}: {error.strerror or error}; "
@@ -139,7 +140,9 @@ def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], 
                 and entry.is_dir()
                 and os.path.lexists(entry / MARKER)
             ):
-                stale.append((entry, _owned_files(entry)))
+                owned = _owned_files(entry)
+                assert owned is not None  # the folder exists
+                stale.append((entry, owned))
     return folders, stale
 
 
@@ -271,7 +274,5 @@ def _remove_folder(folder: Path, files: tuple[str, ...]) -> None:
 
 
 def _unlink(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    except FileNotFoundError:
-        pass
