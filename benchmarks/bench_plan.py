@@ -1,6 +1,7 @@
 """What a user waits for: `modelplane validate`, `plan` and `explain` as whole processes, at fleet scale.
 
 Run: venv/bin/python benchmarks/bench_plan.py [--quick] [--runs N] [--sizes 100x1000,200x2000]
+     [--packing WholeNode|DeviceGranular]
 
 The fleets are the scheduler benchmark's generator (bench_scheduler.synthetic_fleet) written as
 stack files, as `pulumi config set` would leave them. Each command is a fresh process (imports,
@@ -38,8 +39,8 @@ GROWTH = ((100, 1000), (400, 4000), 4.6)  # the larger at most this many times t
 ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
-def write_stack_file(clusters: int, deployments: int, folder: Path) -> Path:
-    fleet = synthetic_fleet(clusters, deployments)
+def write_stack_file(clusters: int, deployments: int, folder: Path, packing: str | None = None) -> Path:
+    fleet = synthetic_fleet(clusters, deployments, packing=packing)
     document = {"config": {f"modelplane:{key}": value for key, value in fleet.items()}}
     path = folder / f"Pulumi.fleet-{clusters}x{deployments}.yaml"
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -73,14 +74,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="plan only, one run each")
     parser.add_argument("--sizes", help="e.g. 100x1000,400x4000 (default: 50x500 up to 400x4000)")
+    parser.add_argument("--packing", choices=["DeviceGranular", "WholeNode"],
+                        help="modelplane:scheduling.packing in the stack files (default: unset, the fleet's default)")
     args = parser.parse_args()
+    print(f"packing: {args.packing or 'default'}")
     sizes = [tuple(int(n) for n in s.split("x")) for s in args.sizes.split(",")] if args.sizes else SIZES
     runs = 1 if args.quick else args.runs
     run(["--help"])  # warm-up: writes the bytecode caches
     plan_times = {}
     with tempfile.TemporaryDirectory() as folder:
         for clusters, deployments in sizes:
-            path = write_stack_file(clusters, deployments, Path(folder))
+            path = write_stack_file(clusters, deployments, Path(folder), args.packing)
             size = f"{clusters:>4} x {deployments:>5}"
             wall, rss, _ = timed(["plan", "--config", str(path)], runs)
             plan_times[(clusters, deployments)] = wall

@@ -1,6 +1,6 @@
 """How long a whole-fleet plan takes, and how it grows with each dimension.
 
-Run: venv/bin/python benchmarks/bench_scheduler.py [--quick]
+Run: venv/bin/python benchmarks/bench_scheduler.py [--quick] [--packing WholeNode|DeviceGranular]
 
 A synthetic fleet: clusters with 4 pools each (drawn from 6 GPU classes), deployments with 3
 replicas each and realistic selectors (memory thresholds, architectures, versions, some
@@ -10,6 +10,7 @@ evaluations performed against the questions asked.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import time
 
@@ -27,7 +28,7 @@ SELECTORS = [
 ]
 
 
-def synthetic_fleet(clusters: int, deployments: int, seed: int = 7) -> dict:
+def synthetic_fleet(clusters: int, deployments: int, seed: int = 7, packing: str | None = None) -> dict:
     rng = random.Random(seed)
     classes = {}
     for name, memory, arch, cc, count in GPUS:
@@ -62,7 +63,10 @@ def synthetic_fleet(clusters: int, deployments: int, seed: int = 7) -> dict:
         if rng.random() < 0.3:
             spec["clusterSelector"] = {"matchLabels": {"modelplane.ai/region": f"region-{rng.randrange(8)}"}}
         fleet_deployments.setdefault(f"team-{d % 20:02d}", {})[f"model-{d:05d}"] = {"replicas": 3, "template": {"spec": spec}}
-    return {"inferenceClasses": classes, "inferenceClusters": fleet_clusters, "modelDeployments": fleet_deployments}
+    fleet = {"inferenceClasses": classes, "inferenceClusters": fleet_clusters, "modelDeployments": fleet_deployments}
+    if packing is not None:
+        fleet["scheduling"] = {"packing": packing}
+    return fleet
 
 
 def _median(run, repeat: int = 3) -> float:
@@ -74,8 +78,8 @@ def _median(run, repeat: int = 3) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def measure(clusters: int, deployments: int) -> None:
-    config = synthetic_fleet(clusters, deployments)
+def measure(clusters: int, deployments: int, packing: str | None = None) -> None:
+    config = synthetic_fleet(clusters, deployments, packing=packing)
     start = time.perf_counter()
     fleet = load_fleet(config)
     loaded = time.perf_counter() - start
@@ -90,23 +94,27 @@ def measure(clusters: int, deployments: int) -> None:
     assert [r.name for r in replanned.replicas()] == [r.name for r in result.replicas()]
     print(f"{clusters:>4} clusters x {deployments:>5} deployments: validate {loaded:6.2f} s, schedule {planned:6.3f} s, "
           f"re-plan from its own placement {again:6.3f} s (median of 3); {placed} replicas placed, {short} deployments short; "
-          f"CEL evaluations {selectors.evaluations} for {selectors.lookups:,} questions")
+          f"CEL evaluations {selectors.evaluations} for {selectors.lookups:,} questions; "
+          f"placement sha256 {hashlib.sha256(result.to_json().encode()).hexdigest()[:16]}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="only the two headline fleets")
+    parser.add_argument("--packing", choices=["DeviceGranular", "WholeNode"],
+                        help="modelplane:scheduling.packing (default: unset, the fleet's default)")
     args = parser.parse_args()
-    measure(50, 500)
-    measure(200, 2000)
+    print(f"packing: {args.packing or 'default'}")
+    measure(50, 500, args.packing)
+    measure(200, 2000, args.packing)
     if args.quick:
         return
     print("growth with clusters (deployments fixed at 1000):")
     for clusters in (25, 50, 100, 200, 400):
-        measure(clusters, 1000)
+        measure(clusters, 1000, args.packing)
     print("growth with deployments (clusters fixed at 100):")
     for deployments in (250, 500, 1000, 2000, 4000):
-        measure(100, deployments)
+        measure(100, deployments, args.packing)
 
 
 if __name__ == "__main__":

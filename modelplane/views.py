@@ -18,20 +18,35 @@ def shortfall_warning(result: PlanResult, plan: DeploymentPlan) -> str:
 
 
 def _pools_used(result: PlanResult, cluster, separator: str, unit: str = "") -> str:
-    return separator.join(
-        f"{p.name} {p.nodes - result.free[(cluster.name, p.name)]}/{p.nodes}{unit}" for p in cluster.pools
-    )
+    """'p 3/8': nodes (WholeNode) or DRA devices (DeviceGranular) used of the pool's declared ones."""
+
+    def used(pool) -> str:
+        declared = result.declared(cluster, pool)
+        return f"{pool.name} {declared - result.free[(cluster.name, pool.name)]}/{declared}{unit}"
+
+    return separator.join(used(p) for p in cluster.pools)
 
 
 def plan_table(result: PlanResult) -> str:
     lines: list[str] = []
     for plan in result.deployments.values():
         lines.append(condition_line(plan))
+        whole_nodes = result.unit == "nodes"
         rows = [
-            [r.name, r.cluster, str(r.index), ",".join(r.pools), str(r.node_cost()), r.status] for r in plan.replicas
+            [
+                r.name,
+                r.cluster,
+                str(r.index),
+                ",".join(r.pools),
+                str(r.node_cost() if whole_nodes else r.device_count()),
+                r.status,
+            ]
+            for r in plan.replicas
         ]
         if rows:
-            lines += text_table(["REPLICA", "CLUSTER", "INDEX", "POOLS", "NODES", "STATUS"], rows)
+            lines += text_table(
+                ["REPLICA", "CLUSTER", "INDEX", "POOLS", "NODES" if whole_nodes else "DEVICES", "STATUS"], rows
+            )
         for removed in plan.removed:
             lines.append(
                 f"  - {removed.replica.name} leaves {removed.replica.cluster}: {removed.reason.summary} "
@@ -49,19 +64,31 @@ def plan_table(result: PlanResult) -> str:
     for cluster in result.clusters:
         pools = _pools_used(result, cluster, " ")
         rows.append([cluster.name, str(counts.get(cluster.name, 0)), pools or "-"])
-    lines.append("Clusters (nodes used/declared per pool):")
+    lines.append(f"Clusters ({result.unit} used/declared per pool):")
     lines += text_table(["CLUSTER", "REPLICAS", "POOLS"], rows)
     return "\n".join(lines) + "\n"
 
 
 def explain_table(explanation: Explanation) -> str:
     lines = [condition_line(explanation.plan)]
+    tiers = explanation.tiers
     rows = []
     for verdict in explanation.verdicts:
         text = "available" if verdict.available else "; ".join(r.detail for r in verdict.reasons)
-        rows.append([verdict.cluster, str(verdict.hosts), text])
-    lines += text_table(["CLUSTER", "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
+        tier_cell = [str(tiers[verdict.cluster] + 1) if verdict.cluster in tiers else "-"] if tiers else []
+        rows.append([verdict.cluster, *tier_cell, str(verdict.hosts), text])
+    lines += text_table(["CLUSTER", *(["TIER"] if tiers else []), "HOSTS", "VERDICT FOR ONE MORE REPLICA"], rows)
     lines.append(explanation.summary)
+    if tiers:
+        lines.append(f"Replicas by preference tier (failback: {explanation.failback}):")
+        for replica in explanation.plan.replicas:
+            better = explanation.why_not_better(replica.cluster)
+            tier = tiers[replica.cluster]
+            note = (
+                " (the most preferred)" if tier == 0 else "" if better else " (no cluster of a better tier is usable)"
+            )
+            lines.append(f"  {replica.name} on {replica.cluster}: tier {tier + 1}{note}")
+            lines += [f"    {line}" for line in better]
     return "\n".join(lines) + "\n"
 
 
@@ -91,7 +118,7 @@ def plan_lines(result: PlanResult, previous: PlacementDocument, command: str, ta
     if command != "scale":
         on_cluster = sum(r.cluster == target for r in result.replicas())
         cluster = next(c for c in result.clusters if c.name == target)
-        pools = _pools_used(result, cluster, ", ", " nodes")
+        pools = _pools_used(result, cluster, ", ", f" {result.unit}")
         lines.append(
             f"{target}: {on_cluster} replica{'' if on_cluster == 1 else 's'}" + (f" ({pools})" if pools else "")
         )

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the end-to-end toolchain from Go modules at pinned versions, into a cache outside the repository:
 # the Pulumi CLI, the Kubernetes provider, etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler and egctl (Envoy Gateway's CLI, whose offline translator
-# tests/e2e/front_door_xds.py runs). A binary already built at its pinned version is skipped.
+# kube-controller-manager, kube-scheduler, egctl (Envoy Gateway's CLI, whose offline translator
+# tests/e2e/front_door_xds.py runs) and the LeaderWorkerSet controller (tests/e2e/lws_controller.py runs
+# it on every workload cluster). A binary already built at its pinned version is skipped.
 # Only the Go module proxy is used (no GitHub release downloads, no get.pulumi.com).
 #
 #   scripts/e2e-tools.sh            build what is missing, print what is there
@@ -27,6 +28,8 @@ KUBERNETES_VERSION=1.34.3                     # kube-apiserver, -controller-mana
 ETCD_VERSION=v3.6.16
 EGCTL_VERSION=v1.8.1                          # = servingStack.versions.envoyGateway (the front door's translator)
 EGCTL_COMMIT=097ab899b9d041452d02f15d738514eda10ea21b   # tag v1.8.1 (the proxy's Origin), for `egctl version`
+LWS_VERSION=v0.8.0                            # = servingStack.versions.leaderWorkerSet (its CRD is the pinned one)
+LWS_COMMIT=fc19b9ae9b0113d228ba15f4b62b06bea434b510    # tag v0.8.0 (the proxy's Origin), for `--version`
 
 if [[ ${1:-} == --print ]]; then echo "$BIN"; exit 0; fi
 
@@ -122,15 +125,31 @@ build_egctl() {
   stamp egctl "$EGCTL_VERSION"
 }
 
+build_lws() {
+  have lws-controller "$LWS_VERSION" && return
+  step "lws-controller $LWS_VERSION"
+  module lws
+  # upstream's go.mod has no replace lines, but its main package is `cmd`: `go install` would name the binary so
+  go get "sigs.k8s.io/lws@$LWS_VERSION" >/dev/null
+  tools_go sigs.k8s.io/lws/cmd
+  go mod tidy
+  local V=sigs.k8s.io/lws/pkg/version
+  go build -trimpath -ldflags "-s -w -X $V.GitVersion=$LWS_VERSION -X $V.GitCommit=$LWS_COMMIT" \
+    -o "$BIN/lws-controller" sigs.k8s.io/lws/cmd
+  stamp lws-controller "$LWS_VERSION"
+}
+
 start=$SECONDS
 build_etcd
 build_kubernetes
 build_pulumi
 build_kubernetes_provider
 build_egctl
+build_lws
 
 step "built ${#built[@]} in $((SECONDS - start)) s into $BIN"
-for b in pulumi pulumi-resource-kubernetes etcd kube-apiserver kube-controller-manager kube-scheduler egctl; do
+for b in pulumi pulumi-resource-kubernetes etcd kube-apiserver kube-controller-manager kube-scheduler egctl \
+         lws-controller; do
   printf '  %-28s %s\n' "$b" "$(cat "$BIN/.$b.version")"
 done
 du -sh "$BIN" | sed 's/^/  bin: /'

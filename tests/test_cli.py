@@ -101,7 +101,7 @@ def test_plan_json_round_trips_through_previous(repo, tmp_path):
 def test_explain_gives_a_verdict_per_cluster(repo):
     result = modelplane(repo, "explain", "ml-team/mock-demo", "--stack", "demo")
     assert result.returncode == 0
-    assert result.stdout.splitlines()[-1] == "0/2 clusters are available: 2 insufficient capacity (needs 1 node, 0 free)"
+    assert result.stdout.splitlines()[-1] == "0/2 clusters are available: 2 insufficient capacity (needs 1 gpu, 0 free)"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -95,7 +95,7 @@ def test_short_plan_warns_with_the_reason(repo, tmp_path):
     assert result.returncode == 0
     assert "ml-team/mock-demo: Scheduled 1 of 2 replicas (ReplicasScheduled=False InsufficientCapacity)" in result.stdout
     assert ("warning: ml-team/mock-demo: Scheduled 1 of 2 replicas; 0/2 clusters are available: "
-            "1 insufficient capacity (needs 1 node, 0 free), 1 untolerated taint modelplane.ai/drain (NoExecute)"
+            "1 insufficient capacity (needs 1 gpu, 0 free), 1 untolerated taint modelplane.ai/drain (NoExecute)"
             ) in result.stderr
 
 

@@ -142,6 +142,9 @@ def test_every_resource_belongs_to_a_modelplane_component(demo):
 def test_demo_outputs_placement_status_and_urls(demo):
     out = demo.outputs
     assert out["placement"] == demo.result.document_data()
+    # Free devices per pool: the demo's pools are one 1-GPU node each, both taken.
+    assert out["capacity"] == {"packing": "DeviceGranular", "unit": "devices", "pools": {
+        "gpu-eu-west/gpu-eu-west": {"declared": 1, "free": 0}, "gpu-us-east/gpu-us-east": {"declared": 1, "free": 0}}}
     assert out["deployments"]["ml-team/mock-demo"]["conditions"][0]["message"] == "Scheduled 2 of 2 replicas"
     assert out["gatewayAddress"] == "172.18.255.193"
     assert out["services"] == {"ml-team/mock": "http://172.18.255.193/ml-team/mock"}

@@ -271,13 +271,13 @@ def test_drain_story_through_the_commands(repo, tmp_path):
         "  ml-team/mock-demo: Scheduled 1 of 1 replicas (ReplicasScheduled=True ReplicasCreated)",
         "    mock-demo-49b71 on gpu-us-east (new)",
         f"    mock-demo-be445 leaves gpu-eu-west: evicted by taint {DRAIN} (NoExecute)",
-        "  gpu-eu-west: 0 replicas (gpu-eu-west 0/1 nodes)"]
+        "  gpu-eu-west: 0 replicas (gpu-eu-west 0/1 devices)"]
     drained = story.plan()
     assert placed(drained) == [("mock-demo-49b71", "gpu-us-east", 0)]  # moved to us-east
 
     out = story.run("scale", "ml-team/mock-demo", "--replicas", "2")
     assert "  ml-team/mock-demo: Scheduled 1 of 2 replicas (ReplicasScheduled=False InsufficientCapacity)" in out
-    assert ("    0/2 clusters are available: 1 insufficient capacity (needs 1 node, 0 free), "
+    assert ("    0/2 clusters are available: 1 insufficient capacity (needs 1 gpu, 0 free), "
             f"1 untolerated taint {DRAIN} (NoExecute)") in out
     short = story.plan()
     assert placed(short) == [("mock-demo-49b71", "gpu-us-east", 0)]
@@ -285,7 +285,7 @@ def test_drain_story_through_the_commands(repo, tmp_path):
                                 "message": "Scheduled 1 of 2 replicas"}
 
     out = story.run("undrain", "gpu-eu-west")
-    assert "  gpu-eu-west: 1 replica (gpu-eu-west 1/1 nodes)" in out
+    assert "  gpu-eu-west: 1 replica (gpu-eu-west 1/1 devices)" in out
     refilled = story.plan()
     assert placed(refilled) == [("mock-demo-49b71", "gpu-us-east", 0), ("mock-demo-be445", "gpu-eu-west", 0)]
     assert set(placed(short)) <= set(placed(refilled))  # nothing that was running moved

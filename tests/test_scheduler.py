@@ -48,7 +48,9 @@ def deployment(replicas=1, members=None, copies=1, engines=None, **spec) -> dict
 
 
 def plan(clusters: dict, deployments: dict, previous=None, **extra):
-    config = {"inferenceClasses": CLASSES, "inferenceClusters": clusters, "modelDeployments": deployments, **extra}
+    """The reference's scenarios: its whole-node accounting unless a case says otherwise."""
+    config = {"inferenceClasses": CLASSES, "inferenceClusters": clusters, "modelDeployments": deployments,
+              "scheduling": {"packing": "WholeNode"}, **extra}
     fleet = load_fleet(copy.deepcopy(config))
     return schedule(fleet, PlacementDocument.model_validate(previous.document().model_dump(by_alias=True))
                     if previous is not None else None)

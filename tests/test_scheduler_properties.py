@@ -1,7 +1,11 @@
 """Scheduler invariants over random fleets and random edit sequences (scale, drain, undrain, cluster
 removal, selector edits), each step planned with the previous step's placement:
 
-- no pool is over capacity, counting every replica at its current shape (shape edits, shrunk pools);
+- no pool is over capacity, counting every replica at its current shape (shape edits, shrunk pools):
+  under WholeNode no more claiming pods than nodes; under DeviceGranular the pool's pods can be put on
+  its nodes with never more devices on a node than it has (a brute-force bin packing, not the scheduler's);
+- under DeviceGranular, a deployment is short only if no eligible cluster and pool could take one more
+  replica on top of every pod the plan put there (the same brute force);
 - every placed member's pool satisfies its selectors with enough devices, and taints are respected,
   checked against the config by an oracle that shares no code with the scheduler;
 - (cluster, index) is unique within a deployment and names are unique within a namespace;
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from modelplane.api import NamespacedName, load_fleet
@@ -27,9 +32,12 @@ CLASSES = {
                            "capacity": {"memory": {"value": "24Gi"}}}]},
     "big": {"devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com", "count": 8,
                          "capacity": {"memory": {"value": "80Gi"}}}]},
+    # Three devices a node: pods of 1, 2 and 3 fragment it (1+1 on one node strands a 2 that 1+2, 1+2 would fit).
+    "mid": {"devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com", "count": 3,
+                         "capacity": {"memory": {"value": "48Gi"}}}]},
 }
 REASONS = {"ScaledDown", "Evicted", "NoLongerFits", "NotSelected", "OutsideCacheFootprint", "ClusterRemoved",
-           "Duplicate", "DeploymentRemoved"}
+           "Duplicate", "DeploymentRemoved", "FailedBack", "NotPreferred"}
 
 clusters = st.dictionaries(
     st.sampled_from(["c1", "c2", "c3", "c4"]),
@@ -40,7 +48,7 @@ clusters = st.dictionaries(
                                                   "effect": st.sampled_from(["NoSchedule", "NoExecute"])}),
                            max_size=1),
         "nodePools": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["p", "q", "r"]),
-                                                     "className": st.sampled_from(["small", "big"]),
+                                                     "className": st.sampled_from(["small", "big", "mid"]),
                                                      "nodeCount": st.integers(0, 3)}),
                               min_size=1, max_size=3, unique_by=lambda p: p["name"]),
     }), min_size=1, max_size=4)
@@ -56,7 +64,7 @@ def member(role: str, memory: str, count: int, workers: int | None) -> dict:
 
 @st.composite
 def deployments(draw) -> dict:
-    memory, count = draw(st.sampled_from(["20Gi", "70Gi"])), draw(st.integers(1, 2))
+    memory, count = draw(st.sampled_from(["20Gi", "70Gi"])), draw(st.integers(1, 3))
     if draw(st.booleans()):
         members = [member("Standalone", memory, count, None)]
     else:
@@ -116,7 +124,6 @@ def apply(config: dict, edit: tuple) -> None:
 
 def check(result, previous: PlacementDocument, fleet, config: dict) -> None:
     stamped = {(r.namespace, r.deployment, r.cluster, r.index) for r in previous.replicas}
-    used: dict[tuple[str, str], int] = {}
     names: set[tuple[str, str]] = set()
     for plan in result.deployments.values():
         assert plan.scheduled <= plan.desired
@@ -131,22 +138,107 @@ def check(result, previous: PlacementDocument, fleet, config: dict) -> None:
             for engine in replica.engines:
                 assert len({m.node_pool for m in engine.members}) == 1, "an engine was split across pools"
                 for m in engine.members:
-                    pool = fits_by_oracle(config, replica.cluster, m.node_pool, spec, m.role)
-                    key = (replica.cluster, m.node_pool)
-                    used[key] = used.get(key, 0) + pool_nodes_by_oracle(spec, m.role)
+                    fits_by_oracle(config, replica.cluster, m.node_pool, spec, m.role)
             identity = (plan.key.namespace, plan.key.name, replica.cluster, replica.index)
             if replica.status == "retained":
                 assert identity in stamped
             elif identity in stamped:  # re-placed at the same cluster and index: the old one must be gone
                 assert identity in removed_identities(result), f"{identity} placed over a kept replica"
-    for (cluster, pool), nodes in used.items():
-        declared = next(p["nodeCount"] for p in config["inferenceClusters"][cluster]["nodePools"] if p["name"] == pool)
-        assert nodes <= declared, f"pool {cluster}/{pool} holds {nodes} nodes of {declared}"
+    pods = pods_by_oracle(result, config)
+    for (cluster, pool), sizes in pods.items():
+        per_node, nodes = node_of(config, cluster, pool)
+        assert packable(per_node, nodes, sizes), \
+            f"pool {cluster}/{pool}: pods taking {sorted(sizes, reverse=True)} devices do not fit {nodes} x {per_node}"
+    if config.get("scheduling", {}).get("packing") != "WholeNode":
+        short_only_without_room(result, config, pods)
     kept = {(r.key.namespace, r.key.name, r.cluster, r.index) for r in result.replicas() if r.status == "retained"}
     removed = {(r.replica.key.namespace, r.replica.key.name, r.replica.cluster, r.replica.index): r.reason.code
                for r in result.removed()}
     for identity in stamped:
         assert identity in kept or removed.get(identity) in REASONS, f"{identity} vanished without a reason"
+
+
+def whole_node(config: dict) -> bool:
+    return config.get("scheduling", {}).get("packing") == "WholeNode"
+
+
+def node_of(config: dict, cluster: str, pool: str) -> tuple[int, int]:
+    """(devices per node, nodes) of a pool, from the config."""
+    [body] = [p for p in config["inferenceClusters"][cluster]["nodePools"] if p["name"] == pool]
+    [device] = CLASSES[body["className"]]["devices"]
+    return device.get("count", 1), body["nodeCount"]
+
+
+def replica_pods(config: dict, spec: dict, per_node: int) -> list[int]:
+    """Devices each pod of one replica takes on a node: its request's count, a whole node for a gang's pods
+    (one LeaderWorkerSet pod per node) and for every pod under WholeNode."""
+    engine = spec["template"]["spec"]["engines"][0]
+    sizes = []
+    for m in engine["members"]:
+        pods = m.get("worker", {}).get("nodes", 1) if m["role"] == "Worker" else 1
+        size = per_node if whole_node(config) or m["role"] != "Standalone" else m["nodeSelector"]["devices"][0]["count"]
+        sizes += [size] * (pods * engine.get("copies", 1))
+    return sizes
+
+
+def pods_by_oracle(result, config: dict) -> dict[tuple[str, str], list[int]]:
+    """Every planned replica's pods per pool, and those of a replica failing back to a better tier: it runs
+    until its replacement is ready (make-before-break), so it still holds its devices in this plan."""
+    pods: dict[tuple[str, str], list[int]] = {}
+    for plan in result.deployments.values():
+        spec = config["modelDeployments"][plan.key.namespace][plan.key.name]
+        leaving = [r.replica for r in plan.removed if r.reason.code == "FailedBack"]
+        for replica in list(plan.replicas) + leaving:
+            [engine] = replica.engines
+            pool = engine.members[0].node_pool
+            pods.setdefault((replica.cluster, pool), []).extend(
+                replica_pods(config, spec, node_of(config, replica.cluster, pool)[0]))
+    return pods
+
+
+def packable(per_node: int, nodes: int, sizes: list[int]) -> bool:
+    """Brute force: can pods of these sizes go on `nodes` nodes of `per_node` devices each?"""
+    order = sorted(sizes, reverse=True)
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+
+    def place(i: int, loads: tuple[int, ...]) -> bool:
+        if i == len(order):
+            return True
+        if (i, loads) in seen:
+            return False
+        seen.add((i, loads))
+        for n in range(nodes):
+            if loads[n] + order[i] <= per_node:
+                after = tuple(sorted(loads[:n] + (loads[n] + order[i],) + loads[n + 1:]))
+                if place(i + 1, after):
+                    return True
+        return False
+
+    return place(0, (0,) * nodes)
+
+
+def short_only_without_room(result, config: dict, pods: dict) -> None:
+    """A short deployment: no cluster it may use has a pool that takes one more replica on top of everything placed."""
+    for plan in result.deployments.values():
+        if not plan.short:
+            continue
+        spec = config["modelDeployments"][plan.key.namespace][plan.key.name]["template"]["spec"]
+        region = spec.get("clusterSelector", {}).get("matchLabels", {}).get("region")
+        tolerated = {t["key"] for t in spec.get("tolerations", [])}
+        for name, cluster in config["inferenceClusters"].items():
+            if region not in (None, cluster["labels"]["region"]) or \
+                    any(t["key"] not in tolerated for t in cluster.get("taints", [])):
+                continue
+            for body in cluster["nodePools"]:
+                try:
+                    for m in spec["engines"][0]["members"]:
+                        fits_by_oracle(config, name, body["name"], {"template": {"spec": spec}}, m["role"])
+                except AssertionError:
+                    continue  # the pool's devices do not match
+                per_node, nodes = node_of(config, name, body["name"])
+                more = replica_pods(config, {"template": {"spec": spec}}, per_node)
+                assert not packable(per_node, nodes, pods.get((name, body["name"]), []) + more), \
+                    f"{plan.key} is short, yet pool {name}/{body['name']} takes one more replica"
 
 
 def fits_by_oracle(config: dict, cluster: str, pool: str, spec: dict, role: str) -> dict:
@@ -159,13 +251,6 @@ def fits_by_oracle(config: dict, cluster: str, pool: str, spec: dict, role: str)
     assert int(device["capacity"]["memory"]["value"].removesuffix("Gi")) >= wanted, f"{pool} lacks {wanted}Gi"
     assert device.get("count", 1) >= request["count"], f"{pool} has too few devices for {request['count']}"
     return body
-
-
-def pool_nodes_by_oracle(spec: dict, role: str) -> int:
-    engine = spec["template"]["spec"]["engines"][0]
-    [m] = [m for m in engine["members"] if m["role"] == role]
-    pods = m.get("worker", {}).get("nodes", 1) if role == "Worker" else 1
-    return pods * engine.get("copies", 1)
 
 
 def respects_taints(cluster: dict, spec: dict, status: str) -> None:
@@ -191,10 +276,11 @@ def check_spread(result, fleet) -> None:
                     f"{key}: {verdict.cluster} could take more but has {verdict.hosts} vs {load}"
 
 
+@pytest.mark.parametrize("packing", ["DeviceGranular", "WholeNode"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(fleets, edits)
-def test_invariants_hold_through_edit_sequences(config, steps):
-    config = {"inferenceClasses": CLASSES, **config}
+@given(config=fleets, steps=edits)
+def test_invariants_hold_through_edit_sequences(packing, config, steps):
+    config = {"inferenceClasses": CLASSES, "scheduling": {"packing": packing}, **config}
     fleet = load_fleet(copy.deepcopy(config))
     result = schedule(fleet)
     check(result, PlacementDocument(), fleet, config)

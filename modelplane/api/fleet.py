@@ -14,6 +14,7 @@ from .mirror import Mirror
 from .model_cache import ModelCache
 from .model_deployment import ModelDeployment
 from .model_service import ModelEndpoint, ModelService
+from .scheduling import Packing, SchedulingConfig
 from .serving_stack import FAKE_GPU_DRIVER, ServingStack, ServingStackConfig
 
 GKE_NVIDIA_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"  # where GKE's driver installer puts the driver
@@ -41,7 +42,13 @@ class Fleet:
     model_endpoints: dict[NamespacedName, ModelEndpoint] = field(default_factory=dict)
     serving_stack: ServingStackConfig | None = None
     mirror: Mirror | None = None  # modelplane:mirror: where charts and CRD manifests come from
+    scheduling: SchedulingConfig | None = None  # modelplane:scheduling: how pools' capacity is counted
     warnings: tuple[ConfigIssue, ...] = ()
+
+    @property
+    def packing(self) -> Packing:
+        """How the scheduler counts a pool's capacity (`modelplane:scheduling.packing`)."""
+        return self.scheduling.packing if self.scheduling is not None else "DeviceGranular"
 
     def counts(self) -> dict[str, int]:
         """Objects per kind, in the order users read them."""

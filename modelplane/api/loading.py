@@ -27,6 +27,7 @@ from .model_cache import ModelCache
 from .model_deployment import ModelDeployment, deployment_name_problem
 from .model_service import ModelEndpoint, ModelService
 from .references import ANY, check_references
+from .scheduling import SchedulingConfig
 from .served_names import served_name_problems
 from .serving_stack import ServingStackConfig
 
@@ -64,6 +65,7 @@ KINDS: dict[str, KindSpec] = {
     "modelEndpoints": KindSpec(ModelEndpoint, "namespaced", syntax.dns_1035_label_problem),
     "servingStack": KindSpec(ServingStackConfig, "single"),
     "mirror": KindSpec(Mirror, "single"),
+    "scheduling": KindSpec(SchedulingConfig, "single"),
 }
 
 _FLEET_FIELDS = {
@@ -76,6 +78,7 @@ _FLEET_FIELDS = {
     "modelEndpoints": "model_endpoints",
     "servingStack": "serving_stack",
     "mirror": "mirror",
+    "scheduling": "scheduling",
 }
 
 

@@ -21,6 +21,7 @@ from .common import (
     duplicates,
 )
 from .errors import shown
+from .scheduling import PlacementPolicy
 
 ENGINE_CONTAINER = "engine"
 MAX_CEL_LENGTH = 10240
@@ -285,6 +286,7 @@ MAX_DEPLOYMENT_NAME = 53
 class ModelDeployment(ApiModel):
     replicas: int = Field(ge=0, le=10)  # 0 parks the model: its config stays, no replica runs
     template: DeploymentTemplate
+    placement: PlacementPolicy | None = None  # preference tiers and failback; fields unset: the fleet's default
 
     @property
     def spec(self) -> DeploymentSpec:

@@ -139,6 +139,7 @@ def run() -> Program:
     placement = result.apply(lambda r: build_placement(fleet, r, infrastructure))
     pulumi.export("fleet", {"summary": fleet.summary(), "counts": fleet.counts()})
     pulumi.export("placement", result.apply(lambda r: r.document_data()))
+    pulumi.export("capacity", result.apply(lambda r: r.capacity_data()))  # free devices (or nodes) per pool
     # Exported through the built placement, so the run waits until every component is registered.
     pulumi.export("deployments", pulumi.Output.all(result, placement).apply(lambda pair: deployment_status(pair[0])))
     pulumi.export("services", service_urls(fleet, infrastructure))

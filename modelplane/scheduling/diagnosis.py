@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..api import NamespacedName
 from . import reasons
-from .filters import DEVICES, ClusterVerdicts, engine_cost, engine_rejection
+from .filters import ClusterVerdicts, capacity_reason, pool_failure
 from .fit import Fit, Ledger, place_engines
 from .placement import DeploymentPlan
 from .result import ClusterVerdict, Explanation
@@ -35,7 +35,7 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         self._plans, self._fits, self._ledger, self._cluster_verdicts = plans, fits, ledger, verdicts
         self._workloads = {w.key: w for w in workloads}
         self._clusters = verdicts.clusters
-        self._free = [{p.name: ledger.free.get((c.name, p.name), 0) for p in c.pools} for c in self._clusters]
+        self._free = [{p.name: ledger.amount(c.name, p.name) for p in c.pools} for c in self._clusters]
         self._ids: dict[tuple, int] = {}  # a deployment shape -> a small number, hashed once per deployment
         self._cluster_level: dict[int, list[ClusterVerdict | None]] = {}  # per cluster; None: all pass
         self._pool_level: dict[int, list[ClusterVerdict | None]] = {}  # per cluster; None: not asked yet
@@ -68,7 +68,8 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         verdicts, summary = self._asked[asked]
         if hosts := plan.by_cluster():
             verdicts = tuple(replace(v, hosts=hosts[v.cluster]) if v.cluster in hosts else v for v in verdicts)
-        return Explanation(key, plan, verdicts, summary)
+        return Explanation(key, plan, verdicts, summary, self._cluster_verdicts.tiers(workload), workload.failback,
+                           workload.max_moves)
 
     def _id(self, asked: tuple) -> int:
         return self._ids.setdefault(asked, len(self._ids))
@@ -106,23 +107,13 @@ class Explanations(Mapping[NamespacedName, Explanation]):
                 key = (engines_id, engine.index, pool.class_name, pool.name, claimable)
                 reason = self._pool_reason.get(key, _UNASKED)
                 if reason is _UNASKED:
-                    reason = self._pool_reason[key] = self._pool_filters(pool, engine, fit, claimable)
+                    resolved = fit.engine_on(pool, engine)
+                    reason = self._pool_reason[key] = pool_failure(
+                        pool, engine, resolved, claimable or (resolved[0].claims,), fit.matcher)
                 if reason is None:  # it would fit here but for the capacity filter
-                    cost = engine_cost(engine, fit.engine_on(pool, engine))
-                    free = self._ledger.free.get((cluster.name, pool.name), 0)
-                    reason = reasons.insufficient_capacity(pool.name, cost, max(free, 0))
+                    reason = capacity_reason(self._ledger.packing, pool, self._ledger.free[(cluster.name, pool.name)],
+                                             fit.demand(pool, engine))
                 found.append(reason)
         capacity = [r for r in found if r.code == "InsufficientCapacity"]
         # A pool that matches but is full explains more than pools that never match.
         return tuple(capacity + [r for r in found if r.code != "InsufficientCapacity"] if capacity else found)
-
-    @staticmethod
-    def _pool_filters(pool: Pool, engine: Engine, fit: Fit, claimable: tuple[bool, ...] | None) -> reasons.Reason | None:
-        """The device and Synthetic-only filters' reason for the engine on this pool (None: both pass)."""
-        resolved = fit.engine_on(pool, engine)
-        rejection = engine_rejection(resolved, claimable or (bool(resolved[0]),))
-        if rejection == DEVICES:
-            member = engine.members[resolved.index(None)]
-            return fit.matcher.why_not(pool, member, engine.name) or \
-                reasons.selector_mismatch(engine.name, member.index, "?", "", pool.name)
-        return None if rejection is None else reasons.only_synthetic(engine.name, pool.name)

@@ -73,6 +73,21 @@ class DocReplica(_Doc):
         """Nodes this replica occupies per pool, at its stamped shape."""
         return pool_cost(self.engines)
 
+    def device_cost(self) -> dict[str, int]:
+        """DRA devices this replica requests per pool, at its stamped shape."""
+        return pool_devices(self.engines)
+
+
+def pool_devices(engines) -> dict[str, int]:
+    """DRA devices per pool that engines request: pods x copies x the member's request counts."""
+    cost: dict[str, int] = {}
+    for engine in engines:
+        for member in engine.members:
+            if member.device_requests:
+                devices = member.pods * engine.copies * sum(r.count for r in member.device_requests)
+                cost[member.node_pool] = cost.get(member.node_pool, 0) + devices
+    return cost
+
 
 def pool_cost(engines) -> dict[str, int]:
     """Nodes per pool that engines occupy (as stamped in a document, or as planned): each member

@@ -4,19 +4,23 @@ As in the Kubernetes scheduler framework, an ordered list of small named filters
 or returning a typed reason; the first reason is the cluster's verdict, and "0/3 clusters are
 available: ..." is the aggregate of those verdicts.
 
-    cluster level   clusterSelector -> ModelCache footprint -> storage for the cache -> taints -> node pools
+    cluster level   clusterSelector -> preference tiers -> ModelCache footprint -> storage for the cache -> taints -> node pools
     pool level      devices (match, selector errors) -> Synthetic-only -> capacity   (per engine, per pool)
+    kept replica    engine count -> engine known -> same roles -> one pool -> pool published, then the pool level
 
 Keeping a replica where it is (retain), placing a new one (fill) and explaining either run these
 same filters. What differs is stated once, here: `KEEP` and `PLACE` below.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from ..api.labels import missing_labels
 from . import reasons
-from .snapshot import Cluster, Engine, Workload
+from .document import DocEngine, DocReplica
+from .matching import Matcher, Resolved
+from .packing import Packing, kind_names, largest_block, nodes_in
+from .snapshot import Cluster, Engine, Pool, Workload
 
 
 # --- cluster level: (cluster, workload) -> None (passes) or why not ------------------------------
@@ -24,6 +28,11 @@ from .snapshot import Cluster, Engine, Workload
 def cluster_selector(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
     missing = missing_labels(cluster.labels, workload.selector)
     return reasons.not_selected(missing) if missing else None
+
+
+def preferred(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
+    """With placement preferences, a cluster in none of their tiers is not used."""
+    return None if workload.tier_of(cluster.labels) is not None else reasons.not_preferred(len(workload.tiers))
 
 
 def cache_footprint(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
@@ -67,7 +76,7 @@ def _untolerated(cluster: Cluster, workload: Workload, effects: tuple[str, ...])
 ClusterFilter = Callable[[Cluster, Workload], "reasons.Reason | None"]
 
 # A cluster the deployment could use at all, taints aside (its condition says NoClusters otherwise).
-CANDIDATE: tuple[ClusterFilter, ...] = (cluster_selector, cache_footprint, cache_storage)
+CANDIDATE: tuple[ClusterFilter, ...] = (cluster_selector, preferred, cache_footprint, cache_storage)
 # A new replica: everything, and any untolerated NoSchedule or NoExecute taint keeps it off.
 PLACE: tuple[ClusterFilter, ...] = CANDIDATE + (scheduling_taints, node_pools)
 # A replica already there stays unless NoExecute evicts it; its engines are pinned to their pools,
@@ -94,12 +103,13 @@ class ClusterVerdicts:
         self._verdicts: dict[tuple, tuple[reasons.Reason | None, ...]] = {}
         self._eligible: dict[tuple, list[Cluster]] = {}
         self._candidates: dict[tuple, bool] = {}
+        self._tiers: dict[tuple, dict[str, int]] = {}
 
     @staticmethod
     def _key(workload: Workload) -> tuple:
         cache = f"{workload.key.namespace}/{workload.cache}" if workload.cache is not None else None
         return (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())), cache,
-                workload.tolerations)
+                workload.tolerations, workload.tiers)
 
     def of(self, workload: Workload) -> tuple[reasons.Reason | None, ...]:
         """Per cluster, in fleet order: why a new replica may not go there, or None."""
@@ -114,6 +124,16 @@ class ClusterVerdicts:
             self._eligible[key] = [c for c, why in zip(self.clusters, self.of(workload)) if why is None]
         return self._eligible[key]
 
+    def tiers(self, workload: Workload) -> dict[str, int] | None:
+        """Each eligible cluster's preference tier (0 first), or None: the deployment has no preferences."""
+        if not workload.tiers:
+            return None
+        key = self._key(workload)
+        if key not in self._tiers:
+            self._tiers[key] = {c.name: workload.tier_of(c.labels) for c in self.clusters
+                                if workload.tier_of(c.labels) is not None}
+        return self._tiers[key]
+
     def any_candidate(self, workload: Workload) -> bool:
         """Does any cluster pass `CANDIDATE` (selector, cache footprint and storage; taints aside)?"""
         key = self._key(workload)
@@ -122,29 +142,94 @@ class ClusterVerdicts:
         return self._candidates[key]
 
 
-# --- pool level: one engine on one pool --------------------------------------------------------
-# `resolved` is the matcher's answer per member (its DRA requests; empty: only Synthetic devices;
-# None: no match, or a selector error). `claimable` says, per member, whether some pool the engine
-# may use gives it a DRA device: any pool of the cluster for a new replica, the pinned pool for a
-# kept one.
+# --- pool level: one engine on one pool -> None (passes) or why not --------------------------------
+# `resolved` is the matcher's answer per member (`Resolved`). `claimable` says, per member, whether
+# some pool the engine may use gives it a DRA device: any pool of the cluster for a new replica, the
+# pinned pool for a kept one. The fill asks `pool_passes` (the same checks without building a
+# reason, on its hot path); retain and explain ask `pool_failure` for the reason.
 
-DEVICES, SYNTHETIC = "devices", "synthetic"
+def device_match(pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...],
+                 matcher: Matcher) -> reasons.Reason | None:
+    """Every member's requests find devices on the pool (and no selector errors on its class)."""
+    unmatched = next((m for m, r in zip(engine.members, resolved) if not r.matched), None)
+    return None if unmatched is None else matcher.why_not(pool, unmatched, engine.name)
 
 
-def engine_rejection(resolved: tuple, claimable: tuple[bool, ...]) -> str | None:
-    """Capacity aside, the pool filter that rejects the engine here (DEVICES, SYNTHETIC), or None."""
-    if None in resolved:
-        return DEVICES  # a member's requests match no device (or a selector errors): the matcher says which
-    if not any(claimable) or any(c and not r for c, r in zip(claimable, resolved)):
-        return SYNTHETIC  # no DRA device at all, or a claim-capable member stranded on a Synthetic-only match
+def claims_a_device(pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...],
+                    matcher: Matcher) -> reasons.Reason | None:
+    """The engine claims some DRA device, and no claim-capable member is stranded on a Synthetic-only match."""
+    return None if _claims_a_device(resolved, claimable) else reasons.only_synthetic(engine.name, pool.name)
+
+
+def _claims_a_device(resolved: tuple[Resolved, ...], claimable: tuple[bool, ...]) -> bool:
+    return any(claimable) and not any(c and not r.claims for c, r in zip(claimable, resolved))
+
+
+PoolFilter = Callable[[Pool, Engine, "tuple[Resolved, ...]", "tuple[bool, ...]", Matcher], "reasons.Reason | None"]
+
+# Capacity comes last, against the ledger (`capacity_reason`).
+POOL: tuple[PoolFilter, ...] = (device_match, claims_a_device)
+
+
+def pool_failure(pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...],
+                 matcher: Matcher) -> reasons.Reason | None:
+    for check in POOL:
+        if (reason := check(pool, engine, resolved, claimable, matcher)) is not None:
+            return reason
     return None
 
 
-def engine_cost(engine: Engine, resolved: tuple) -> int:
-    """Nodes the engine occupies on a pool: pods x copies for every member that claims a DRA device."""
-    return sum(m.pods * engine.copies for m, r in zip(engine.members, resolved) if r)
+def pool_passes(resolved: tuple[Resolved, ...], claimable: tuple[bool, ...]) -> bool:
+    """`pool_failure(...) is None`, without building a reason."""
+    return all(r.matched for r in resolved) and _claims_a_device(resolved, claimable)
 
 
-def has_room(free: int, cost: int) -> bool:
-    """The capacity filter: declared nodes not yet occupied."""
-    return free >= cost
+def capacity_reason(packing: Packing, pool: Pool, free: Any, demand: Any) -> reasons.Reason:
+    """The capacity filter's reason: nodes needed and free, or the pods' devices against the free ones."""
+    if packing.unit == "nodes":
+        return reasons.insufficient_capacity(pool.name, demand, max(packing.amount(free), 0))
+    return reasons.insufficient_devices(pool.name, demand, kind_names(pool), packing.amount(free), nodes_in(free),
+                                        largest_block(free))
+
+
+# --- kept replicas: the engines a previous replica was placed with, against the deployment now ------
+
+def engine_count(doc: DocReplica, workload: Workload) -> reasons.Reason | None:
+    if len(doc.engines) == len(workload.engines):
+        return None
+    return reasons.no_longer_fits(f"the deployment now has {len(workload.engines)} engine(s), "
+                                  f"the replica {len(doc.engines)}")
+
+
+def engine_known(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
+    return None if engine is not None else \
+        reasons.no_longer_fits(f"engine {observed.name} is no longer in the deployment")
+
+
+def same_roles(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
+    roles = [m.role for m in engine.members]
+    return None if [m.role for m in observed.members] == roles else \
+        reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
+
+
+def one_pool(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
+    return None if len({m.node_pool for m in observed.members}) == 1 else \
+        reasons.no_longer_fits(f"engine {engine.name} was split across pools")
+
+
+def pool_published(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
+    pool = observed.members[0].node_pool
+    return None if cluster.pool(pool) is not None else reasons.no_longer_fits(f"pool {pool} is no longer published")
+
+
+KeptEngineFilter = Callable[[DocEngine, "Engine | None", Cluster], "reasons.Reason | None"]
+
+# In this order: each assumes the ones before passed.
+KEPT_ENGINE: tuple[KeptEngineFilter, ...] = (engine_known, same_roles, one_pool, pool_published)
+
+
+def kept_engine_failure(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
+    for check in KEPT_ENGINE:
+        if (reason := check(observed, engine, cluster)) is not None:
+            return reason
+    return None

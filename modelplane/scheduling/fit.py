@@ -8,60 +8,91 @@ through the same `filters` functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from .filters import engine_cost, engine_rejection, has_room
-from .matching import Matcher
+from .filters import pool_passes
+from .matching import Matcher, Resolved
+from .packing import Packing
 from .placement import EngineAssignment, MemberAssignment
 from .snapshot import Cluster, Engine, Pool, Workload
 
 
 @dataclass
 class Ledger:
-    """Free nodes per (cluster, pool): declared nodeCount minus what replicas occupy."""
+    """Free capacity per (cluster, pool), as the packing rule counts it: declared nodes (WholeNode) or
+    each node's free devices (DeviceGranular), minus what replicas occupy."""
 
-    capacity: dict[tuple[str, str], int]
-    free: dict[tuple[str, str], int]
+    packing: Packing
+    free: dict[tuple[str, str], Any]
     pools: dict[str, tuple[str, ...]]
-    most_free: dict[str, int]  # per cluster: free nodes of its emptiest pool, a quick "is it full?"
+    most_free: dict[str, int]  # per cluster: the free amount of its emptiest pool, a quick "is it full?"
 
     @classmethod
-    def of(cls, clusters: tuple[Cluster, ...]) -> "Ledger":
-        capacity = {(c.name, p.name): p.nodes for c in clusters for p in c.pools}
+    def of(cls, clusters: tuple[Cluster, ...], packing: Packing) -> "Ledger":
+        free = {(c.name, p.name): packing.empty(p) for c in clusters for p in c.pools}
         pools = {c.name: tuple(p.name for p in c.pools) for c in clusters}
-        most_free = {c.name: max((p.nodes for p in c.pools), default=0) for c in clusters}
-        return cls(capacity, dict(capacity), pools, most_free)
+        ledger = cls(packing, free, pools, {})
+        for cluster in clusters:
+            ledger._refresh(cluster.name)
+        return ledger
 
-    def charge(self, cluster: str, pool: str, nodes: int) -> None:
-        if (cluster, pool) in self.free:
-            self.free[(cluster, pool)] -= nodes
-            self.most_free[cluster] = max(self.free[(cluster, p)] for p in self.pools[cluster])
+    def amount(self, cluster: str, pool: str) -> int:
+        """Free nodes (WholeNode) or free devices (DeviceGranular) of the pool."""
+        free = self.free.get((cluster, pool))
+        return 0 if free is None else self.packing.amount(free)
+
+    def take(self, cluster: str, pool: str, demand, trial: dict | None = None):
+        """The pool's free capacity after `demand` (from `trial` if it holds the pool), or None: no room."""
+        free = trial.get(pool) if trial else None
+        if free is None:
+            free = self.free.get((cluster, pool))
+        return None if free is None else self.packing.take(free, demand)
+
+    def commit(self, cluster: str, changed: dict[str, Any]) -> None:
+        for pool, free in changed.items():
+            self.free[(cluster, pool)] = free
+        self._refresh(cluster)
+
+    def _refresh(self, cluster: str) -> None:
+        self.most_free[cluster] = max((self.packing.amount(self.free[(cluster, p)]) for p in self.pools[cluster]),
+                                      default=0)
 
 
 class Fit:
     """Per deployment shape, ignoring capacity: how each member resolves on each device class, and
-    per cluster shape (its pools' classes) the pools each engine could use, with their node cost."""
+    per cluster shape (its pools' classes) the pools each engine could use, with what it takes there."""
 
-    def __init__(self, workload: Workload, matcher: Matcher) -> None:
-        self.workload, self.matcher = workload, matcher
-        # No engine fits on fewer free nodes than its cheapest claiming member needs.
-        self.least_nodes = max((min((m.pods * e.copies for m in e.members if m.requests), default=0)
-                                for e in workload.engines), default=0)
+    def __init__(self, workload: Workload, matcher: Matcher, packing: Packing) -> None:
+        self.workload, self.matcher, self.packing = workload, matcher, packing
+        # A quick lower bound against a cluster's emptiest pool: whole nodes, no engine fits on fewer
+        # free nodes than its cheapest claiming member needs; devices, every engine claims one.
+        self.least = max((min((m.pods * e.copies for m in e.members if m.requests), default=0)
+                          for e in workload.engines), default=0) if packing.unit == "nodes" else \
+            min(1, len(workload.engines))
         self._by_class: dict[str, tuple] = {}
+        self._demand: dict[tuple[str, int], Any] = {}
         self._by_shape: dict[tuple[str, ...], tuple | None] = {}
         self._by_cluster: dict[str, tuple | None] = {}
 
-    def engine_on(self, pool: Pool, engine: Engine) -> tuple:
-        """Per member: its resolved DRA requests on this pool (empty: only Synthetic), or None."""
+    def engine_on(self, pool: Pool, engine: Engine) -> tuple[Resolved, ...]:
+        """Per member: how its requests resolve on this pool."""
         key = pool.class_name
         if key not in self._by_class:
-            self._by_class[key] = tuple(tuple(self.matcher.fits(pool, m) for m in e.members)
+            self._by_class[key] = tuple(tuple(self.matcher.resolve(pool, m) for m in e.members)
                                         for e in self.workload.engines)
         return self._by_class[key][engine.index]
+
+    def demand(self, pool: Pool, engine: Engine):
+        """What the engine takes on the pool (nodes, or pods' device vectors); the same for every pool of its class."""
+        key = (pool.class_name, engine.index)
+        if key not in self._demand:
+            self._demand[key] = self.packing.engine_demand(pool, engine, self.engine_on(pool, engine))
+        return self._demand[key]
 
     def claimable(self, cluster: Cluster, engine: Engine) -> tuple[bool, ...]:
         """Per member: does some pool of the cluster give it at least one DRA device (capacity ignored)?"""
         per_pool = [self.engine_on(p, engine) for p in cluster.pools]
-        return tuple(any(bool(r[i]) for r in per_pool) for i in range(len(engine.members)))
+        return tuple(any(r[i].claims for r in per_pool) for i in range(len(engine.members)))
 
     def options(self, cluster: Cluster) -> tuple | None:
         """Per engine, the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
@@ -84,37 +115,37 @@ class Fit:
             # One member: it claims on a pool iff it resolves to a DRA device there (the filter's
             # answer without the cluster-wide scan).
             claimable = None if len(engine.members) == 1 else self.claimable(cluster, engine)
-            options = tuple((i, resolved, engine_cost(engine, resolved)) for i, resolved in enumerate(per_pool)
-                            if engine_rejection(resolved, claimable or (bool(resolved[0]),)) is None)
+            options = tuple((i, resolved, self.demand(cluster.pools[i], engine)) for i, resolved in enumerate(per_pool)
+                            if pool_passes(resolved, claimable or (resolved[0].claims,)))
             if not options:
                 return None
             per_engine.append(options)
         return tuple(per_engine)
 
 
-def place_engines(cluster: Cluster, workload: Workload, fit: Fit, ledger: Ledger) -> list[EngineAssignment] | None:
-    """§4.4: every engine on one pool, in declared order, against a trial copy of the ledger."""
-    if ledger.most_free.get(cluster.name, 0) < fit.least_nodes:
+def place_engines(cluster: Cluster, workload: Workload, fit: Fit,
+                  ledger: Ledger) -> tuple[list[EngineAssignment], dict[str, Any]] | None:
+    """§4.4: every engine on one pool, in declared order, against a trial copy of the ledger; the
+    engines and each used pool's free capacity after them (for `Ledger.commit`), or None."""
+    if ledger.most_free.get(cluster.name, 0) < fit.least:
         return None
     options = fit.options(cluster)
     if options is None:
         return None
-    trial: dict[str, int] = {}
+    trial: dict[str, Any] = {}
     placed = []
     for engine, choices in zip(workload.engines, options):
-        for pool, resolved, cost in choices:
-            free = trial.get(pool.name)
-            if free is None:
-                free = ledger.free.get((cluster.name, pool.name), 0)
-            if has_room(free, cost):
-                trial[pool.name] = free - cost
+        for pool, resolved, demand in choices:
+            after = ledger.take(cluster.name, pool.name, demand, trial)
+            if after is not None:
+                trial[pool.name] = after
                 placed.append(assignment(engine, pool.name, resolved))
                 break
         else:
             return None
-    return placed
+    return placed, trial
 
 
-def assignment(engine: Engine, pool: str, resolved: tuple) -> EngineAssignment:
+def assignment(engine: Engine, pool: str, resolved: tuple[Resolved, ...]) -> EngineAssignment:
     return EngineAssignment(engine.name, engine.copies, engine.phase, tuple(
-        MemberAssignment(m.role, pool, m.pods, tuple(r)) for m, r in zip(engine.members, resolved)))
+        MemberAssignment(m.role, pool, m.pods, r.requests) for m, r in zip(engine.members, resolved)))

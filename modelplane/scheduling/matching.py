@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from ..cel import SelectorEvaluationError
 from ..devices import SelectorCache
@@ -24,34 +25,52 @@ class ResolvedRequest:
     selectors: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class MemberMatch:
-    """`resolved` is None when the pool cannot host the member (then `reason` says why);
-    an empty tuple means it matched only Synthetic devices (or asks for none)."""
+MatchState = Literal["NoMatch", "ClaimsNothing", "Claims"]
 
-    resolved: tuple[ResolvedRequest, ...] | None
-    reason: reasons.Reason | None = None
+
+@dataclass(frozen=True)
+class Resolved:
+    """A member's device requests on one pool, resolved: no match (a request finds no device, or a
+    selector errors), a match that claims nothing (only Synthetic devices, or no requests), or the
+    DRA requests it claims with the devices one pod takes per device kind of the pool."""
+
+    state: MatchState
+    requests: tuple[ResolvedRequest, ...] = ()  # the DRA requests (state Claims)
+    demand: tuple[int, ...] = ()  # DRA devices one pod takes, per device kind of the pool (Synthetic: 0)
+
+    @property
+    def matched(self) -> bool:
+        return self.state != "NoMatch"
+
+    @property
+    def claims(self) -> bool:
+        return self.state == "Claims"
+
+
+NO_MATCH = Resolved("NoMatch")
 
 
 class Matcher:
     """Match results per (device class, member requests): a fleet has few distinct pairs.
 
-    `fits` is the hot path (memoised, no reasons); `why_not` explains a rejection for one pool.
+    `resolve` is the hot path (memoised, no reasons); `why_not` explains a rejection for one pool.
     """
 
     def __init__(self, selectors: SelectorCache | None = None) -> None:
         self.selectors = selectors or SelectorCache()
-        self._memo: dict[tuple, tuple[ResolvedRequest, ...] | None] = {}
+        self._memo: dict[tuple, Resolved] = {}
 
-    def fits(self, pool: Pool, member: Member) -> tuple[ResolvedRequest, ...] | None:
-        """The DRA requests `member` resolves to on `pool` (empty: only Synthetic), or None."""
+    def resolve(self, pool: Pool, member: Member) -> Resolved:
         key = (pool.class_name, member.requests)
-        if key not in self._memo:
-            self._memo[key] = self._match(pool, member).resolved
-        return self._memo[key]
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._match(pool, member)[0]
+        return found
 
-    def why_not(self, pool: Pool, member: Member, engine: str) -> reasons.Reason | None:
-        return self._match(pool, member, engine).reason
+    def why_not(self, pool: Pool, member: Member, engine: str) -> reasons.Reason:
+        """Why `member` matches no device of `pool` (asked only of a member that does not match)."""
+        return self._match(pool, member, engine)[1] or \
+            reasons.selector_mismatch(engine, member.index, "?", "", pool.name)
 
     def _verdict(self, request: Request, device: DeviceKind) -> bool | SelectorEvaluationError:
         """Selectors in order, as the allocator does: the first false or error decides."""
@@ -68,26 +87,28 @@ class Matcher:
                 return expression, answer if isinstance(answer, SelectorEvaluationError) else None
         return "", None
 
-    def _match(self, pool: Pool, member: Member, engine: str = "") -> MemberMatch:
+    def _match(self, pool: Pool, member: Member, engine: str = "") -> tuple[Resolved, reasons.Reason | None]:
         remaining = [device.count for device in pool.devices]
+        demand = [0] * len(pool.devices)
         resolved = []
         for request in member.requests:
             chosen = next((i for i, device in enumerate(pool.devices)
                            if remaining[i] >= request.count and self._verdict(request, device) is True), None)
             if chosen is None:
-                return MemberMatch(None, self._explain(pool, member, request, engine, remaining))
+                return NO_MATCH, self._explain(pool, member, request, engine, remaining)
             device = pool.devices[chosen]
             if device.claim == "DRA":
                 for other in pool.devices:  # Kubernetes evaluates the request on every device of its class
                     if other.claim == "DRA" and other.device_class_name == device.device_class_name:
                         expression, error = self._failing(request, other)
                         if error is not None:
-                            return MemberMatch(None, reasons.selector_error(
-                                engine, member.index, request.name, expression, pool.name, other.name, str(error)))
+                            return NO_MATCH, reasons.selector_error(
+                                engine, member.index, request.name, expression, pool.name, other.name, str(error))
                 resolved.append(ResolvedRequest(request.name, device.device_class_name, request.count,
                                                 request.selectors))
+                demand[chosen] += request.count
             remaining[chosen] -= request.count
-        return MemberMatch(tuple(resolved))
+        return Resolved("Claims" if resolved else "ClaimsNothing", tuple(resolved), tuple(demand)), None
 
     def _explain(self, pool: Pool, member: Member, request: Request, engine: str,
                  remaining: list[int]) -> reasons.Reason:

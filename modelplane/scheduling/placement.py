@@ -6,7 +6,7 @@ from typing import Any
 
 from ..api import NamespacedName
 from . import reasons
-from .document import pool_cost
+from .document import pool_cost, pool_devices
 from .matching import ResolvedRequest
 from .snapshot import Workload
 
@@ -58,8 +58,15 @@ class PlacedReplica:
         return sum(m.pods * e.copies for e in self.engines for m in e.members if m.device_requests)
 
     def pool_cost(self) -> dict[str, int]:
-        """Nodes it occupies per pool at this plan's shape."""
+        """Nodes it occupies per pool at this plan's shape (whole-node packing)."""
         return pool_cost(self.engines)
+
+    def device_count(self) -> int:
+        return sum(m.pods * e.copies * sum(r.count for r in m.device_requests) for e in self.engines for m in e.members)
+
+    def pool_devices(self) -> dict[str, int]:
+        """DRA devices it requests per pool at this plan's shape."""
+        return pool_devices(self.engines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"namespace": self.key.namespace, "deployment": self.key.name, "name": self.name,

@@ -24,6 +24,17 @@ def not_selected(missing: dict[str, str]) -> Reason:
     return Reason("NotSelected", "not matched by clusterSelector", f"cluster lacks the labels {pairs}")
 
 
+def not_preferred(tiers: int) -> Reason:
+    return Reason("NotPreferred", "in no placement preference tier",
+                  f"the cluster matches none of the deployment's {tiers} placement preferences")
+
+
+def failed_back(cluster: str, tier: int, was: int) -> Reason:
+    return Reason("FailedBack", f"moved to preference tier {tier + 1}",
+                  f"failback WhenRoom: cluster {cluster} in tier {tier + 1} has room, the replica was in tier {was + 1}; "
+                  "its replacement is made before it is removed")
+
+
 def outside_cache(cache_labels: dict[str, str]) -> Reason:
     pairs = ", ".join(f"{k}={v}" for k, v in sorted(cache_labels.items()))
     return Reason("OutsideCacheFootprint", "outside the ModelCache footprint",
@@ -75,6 +86,33 @@ def only_synthetic(engine: str, pool: str) -> Reason:
 def insufficient_capacity(pool: str, needed: int, free: int) -> Reason:
     return Reason("InsufficientCapacity", f"insufficient capacity (needs {needed} node{'s' if needed != 1 else ''}, "
                   f"{free} free)", f"pool {pool}: needs {needed} node{'s' if needed != 1 else ''}, {free} free")
+
+
+def pods_text(pods: tuple[tuple[int, ...], ...], kinds: tuple[str, ...] = ()) -> str:
+    """'1 gpu', '2 × 1 gpu' or '1 × 4 gpu + 2 × 1 gpu': a replica's pods grouped by what each takes on one node."""
+    groups = Counter(pods)
+    if len(pods) == 1:
+        return vector_text(pods[0], kinds)
+    return " + ".join(f"{n} \u00d7 {vector_text(v, kinds)}" for v, n in
+                      sorted(groups.items(), key=lambda kv: (-sum(kv[0]), kv[0])))
+
+
+def vector_text(vector: tuple[int, ...], kinds: tuple[str, ...] = ()) -> str:
+    """'1 gpu', '2 gpu + 1 nic': devices per kind (kinds unnamed: 'devices')."""
+    if not kinds:
+        return f"{sum(vector)} device{'s' if sum(vector) != 1 else ''}"
+    return " + ".join(f"{n} {kind}" for n, kind in zip(vector, kinds) if n) or "0 devices"
+
+
+def insufficient_devices(pool: str, pods: tuple[tuple[int, ...], ...], kinds: tuple[str, ...], free: int,
+                         nodes: int, largest: int) -> Reason:
+    """Device-granular capacity: what the pods need against the pool's free devices and how they lie."""
+    needs = pods_text(pods, kinds)
+    fragmented = free >= sum(sum(p) for p in pods)
+    detail = (f"pool {pool}: needs {needs}, {free} free across {nodes} node{'s' if nodes != 1 else ''}"
+              + (f" (fragmented: largest free block {largest})" if fragmented else ""))
+    summary = f"insufficient capacity (needs {needs}, {free} free{', fragmented' if fragmented else ''})"
+    return Reason("InsufficientCapacity", summary, detail)
 
 
 def no_longer_fits(detail: str) -> Reason:

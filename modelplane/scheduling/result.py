@@ -13,7 +13,9 @@ from ..api import NamespacedName
 from .reasons import Reason
 from .document import API_VERSION, KIND, PlacementDocument
 from .placement import DeploymentPlan, PlacedReplica, RemovedReplica
-from .snapshot import Cluster
+from ..api.scheduling import Failback, Packing
+from .packing import Unit, per_node
+from .snapshot import Cluster, Pool
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class ClusterVerdict:
     hosts: int  # replicas of this deployment on it
     available: bool  # could take one more
     reasons: tuple[Reason, ...]
-    free: dict[str, int] = field(default_factory=dict)  # pool -> free nodes
+    free: dict[str, int] = field(default_factory=dict)  # pool -> free nodes (WholeNode) or devices
 
     @property
     def primary(self) -> Reason | None:
@@ -37,6 +39,27 @@ class Explanation:
     plan: DeploymentPlan
     verdicts: tuple[ClusterVerdict, ...]
     summary: str  # "0/3 clusters are available: ...", the aggregate of the verdicts' primary reasons
+    tiers: Mapping[str, int] | None = None  # each usable cluster's preference tier (0 first); None: no preferences
+    failback: Failback = "Never"
+    max_moves: int = 1
+
+    def why_not_better(self, cluster: str) -> list[str]:
+        """For a replica on `cluster`: why each cluster of a more preferred tier does not hold it."""
+        if not self.tiers:
+            return []
+        lines = []
+        for verdict in self.verdicts:
+            tier = self.tiers.get(verdict.cluster)
+            if tier is None or tier >= self.tiers[cluster]:
+                continue
+            if not verdict.available:
+                why = verdict.reasons[0].detail if verdict.reasons else "not available"
+            elif self.failback == "Never":
+                why = "has room; failback: Never keeps replicas where they are"
+            else:
+                why = f"has room; failback: WhenRoom moves at most {self.max_moves} replica(s) per plan"
+            lines.append(f"tier {tier + 1} {verdict.cluster}: {why}")
+        return lines
 
 
 @dataclass(frozen=True)
@@ -44,9 +67,26 @@ class PlanResult:
     deployments: Mapping[NamespacedName, DeploymentPlan]  # in (namespace, name) order
     orphans: tuple[RemovedReplica, ...]  # replicas of deployments no longer in the config
     clusters: tuple[Cluster, ...]  # the fleet as planned: pools with their declared nodes
-    free: Mapping[tuple[str, str], int]  # (cluster, pool) -> nodes left after this plan
+    free: Mapping[tuple[str, str], int]  # (cluster, pool) -> nodes (WholeNode) or devices left after this plan
     # Computed on first read, then kept; not compared (equal plans explain alike).
     explanations: Mapping[NamespacedName, Explanation] = field(compare=False, repr=False)
+    packing: Packing = "DeviceGranular"
+
+    @property
+    def unit(self) -> Unit:
+        """What `free` counts: "nodes" (WholeNode) or "devices" (DeviceGranular)."""
+        return "nodes" if self.packing == "WholeNode" else "devices"
+
+    def declared(self, cluster: Cluster, pool: Pool) -> int:
+        """The pool's capacity in `unit`: its nodes, or its nodes' DRA devices."""
+        return pool.nodes if self.packing == "WholeNode" else pool.nodes * sum(per_node(pool))
+
+    def capacity_data(self) -> dict[str, Any]:
+        """Per cluster and pool, what is declared and what this plan leaves free, in `unit` (the stack output
+        `capacity`): {"packing": "DeviceGranular", "unit": "devices", "pools": {"c/p": {"declared": 8, "free": 7}}}."""
+        return {"packing": self.packing, "unit": self.unit, "pools": {
+            f"{c.name}/{p.name}": {"declared": self.declared(c, p), "free": self.free[(c.name, p.name)]}
+            for c in self.clusters for p in c.pools}}
 
     def replicas(self) -> list[PlacedReplica]:
         return [r for plan in self.deployments.values() for r in plan.replicas]

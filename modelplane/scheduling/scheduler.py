@@ -23,15 +23,17 @@ from ..api import Fleet, NamespacedName
 from ..devices import SelectorCache
 from . import reasons
 from .diagnosis import Explanations
+from .failback import fail_back
 from .document import DocReplica, PlacementDocument
-from .filters import DEVICES, KEEP, ClusterVerdicts, engine_rejection, first_failure, has_room
+from .filters import KEEP, ClusterVerdicts, engine_count, first_failure, kept_engine_failure, pool_failure
 from .fit import Fit, Ledger, assignment, place_engines
 from .matching import Matcher, ResolvedRequest
+from .packing import kind_names, packing_for
 from .names import NameBook, replica_identity, replica_name
 from .placement import (DeploymentPlan, EngineAssignment, MemberAssignment, PlacedReplica, RemovedReplica,
                         conditions_for)
 from .result import PlanResult
-from .snapshot import Cluster, Workload, clusters_of, workloads_of
+from .snapshot import Cluster, Pool, Workload, clusters_of, workloads_of
 
 
 def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors: SelectorCache | None = None) -> PlanResult:
@@ -40,9 +42,10 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     by_name = {c.name: c for c in clusters}
     workloads = workloads_of(fleet)
     matcher = Matcher(selectors)
+    packing = packing_for(fleet.packing)
     shared: dict[tuple, Fit] = {}
-    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher)) for w in workloads}
-    ledger = Ledger.of(clusters)
+    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher, packing)) for w in workloads}
+    ledger = Ledger.of(clusters, packing)
 
     # The document guarantees one entry per (namespace, deployment, cluster, index); sorting by it
     # makes everything below independent of document order.
@@ -50,11 +53,12 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
     for replica in sorted(previous.replicas, key=_identity):
         earlier.setdefault(NamespacedName(replica.namespace, replica.deployment), []).append(replica)
 
+    verdicts = ClusterVerdicts(clusters)
     removed: list[RemovedReplica] = []
     retained: dict[NamespacedName, list[PlacedReplica]] = {}
     for workload in workloads:
         kept, dropped = _retain(workload, earlier.get(workload.key, []), by_name, fits[workload.key])
-        kept, surplus = _scale_down(kept, workload.replicas)
+        kept, surplus = _scale_down(kept, workload.replicas, verdicts.tiers(workload))
         retained[workload.key] = kept
         removed += dropped + surplus
     for key, replicas in sorted(earlier.items()):
@@ -63,12 +67,15 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
                                                                          f"{key} is no longer in the stack config"))
                         for r in replicas]
     stamped = {_identity(r): r for r in previous.replicas}
-    removed += _charge_retained(retained, stamped, ledger)
+    removed += _charge_retained(retained, stamped, ledger, {w.key: w for w in workloads}, fits, by_name)
 
-    verdicts = ClusterVerdicts(clusters)
     full: dict[tuple, set[str]] = {}  # per signature: clusters that could not take one; the ledger only shrinks
     placed = {w.key: _fill(w, retained[w.key], verdicts.eligible(w), fits[w.key], ledger,
-                           full.setdefault(w.signature, set())) for w in workloads}
+                           full.setdefault(w.signature, set()), verdicts.tiers(w)) for w in workloads}
+    for workload in workloads:  # after every fill: a move never takes room a missing replica could use
+        if workload.failback == "WhenRoom" and workload.tiers:
+            removed += fail_back(workload, retained[workload.key], placed[workload.key], verdicts.eligible(workload),
+                                 verdicts.tiers(workload), fits[workload.key], ledger)
     _name_replicas(fleet, workloads, retained, placed, removed, stamped)
 
     removed_from: dict[NamespacedName, list[RemovedReplica]] = {}
@@ -81,7 +88,9 @@ def schedule(fleet: Fleet, previous: PlacementDocument | None = None, selectors:
                                              conditions_for(workload, replicas, verdicts.any_candidate(workload)),
                                              tuple(removed_from.get(workload.key, ())))
     orphans = tuple(r for r in removed if r.replica.key not in plans)
-    return PlanResult(plans, orphans, clusters, dict(ledger.free), Explanations(plans, workloads, fits, ledger, verdicts))
+    free = {(c, p): ledger.amount(c, p) for c, p in ledger.free}
+    return PlanResult(plans, orphans, clusters, free, Explanations(plans, workloads, fits, ledger, verdicts),
+                      packing.name)
 
 
 def _identity(doc: DocReplica) -> tuple[str, str, str, int]:
@@ -89,34 +98,56 @@ def _identity(doc: DocReplica) -> tuple[str, str, str, int]:
 
 
 def _charge_retained(retained: dict[NamespacedName, list[PlacedReplica]], stamped: dict[tuple, DocReplica],
-                     ledger: Ledger) -> list[RemovedReplica]:
+                     ledger: Ledger, workloads: dict[NamespacedName, Workload], fits: dict[NamespacedName, Fit],
+                     clusters: dict[str, Cluster]) -> list[RemovedReplica]:
     """Charge every kept replica what it occupies after this plan (its shape may have grown, its pool
     shrunk); one that no longer fits leaves its pool and is placed again like a missing one.
 
     Who stays, deterministically: replicas whose shape did not grow first (editing one deployment
     never pushes out another), then the lower index (placed earlier), then namespace, name, cluster.
     """
+    unit = ledger.packing.unit
+
     def grew(replica: PlacedReplica) -> bool:
-        before = stamped[(replica.key.namespace, replica.key.name, replica.cluster, replica.index)].node_cost()
-        return any(nodes > before.get(pool, 0) for pool, nodes in replica.pool_cost().items())
+        before = stamped[(replica.key.namespace, replica.key.name, replica.cluster, replica.index)]
+        was = before.node_cost() if unit == "nodes" else before.device_cost()
+        now = replica.pool_cost() if unit == "nodes" else replica.pool_devices()
+        return any(amount > was.get(pool, 0) for pool, amount in now.items())
 
     everyone = [r for kept in retained.values() for r in kept]
     removed = []
     for replica in sorted(everyone, key=lambda r: (grew(r), r.index, r.key.namespace, r.key.name, r.cluster)):
-        cost = replica.pool_cost()
-        short = next(((pool, nodes) for pool, nodes in sorted(cost.items())
-                      if not has_room(ledger.free.get((replica.cluster, pool), 0), nodes)), None)
+        demand = _demand_per_pool(replica, workloads[replica.key], fits[replica.key], clusters[replica.cluster], ledger)
+        after = {pool: ledger.take(replica.cluster, pool, amount) for pool, amount in sorted(demand.items())}
+        short = next((pool for pool, free in after.items() if free is None), None)
         if short is None:
-            for pool, nodes in cost.items():
-                ledger.charge(replica.cluster, pool, nodes)
+            ledger.commit(replica.cluster, after)
             continue
-        pool, nodes = short
-        free, capacity = ledger.free.get((replica.cluster, pool), 0), ledger.capacity.get((replica.cluster, pool), 0)
         retained[replica.key].remove(replica)
         removed.append(RemovedReplica(replica, reasons.no_longer_fits(
-            f"pool {pool}: the replica now needs {nodes} node{'s' if nodes != 1 else ''}, {free} of the pool's "
-            f"{capacity} free after the replicas kept before it")))
+            f"pool {short}: the replica now needs {_needs(demand[short], unit, clusters[replica.cluster].pool(short))}, "
+            f"{ledger.amount(replica.cluster, short)} of the pool's "
+            f"{ledger.packing.declared(clusters[replica.cluster].pool(short))}{'' if unit == 'nodes' else ' devices'} "
+            "free after the replicas kept before it")))
     return removed
+
+
+def _demand_per_pool(replica: PlacedReplica, workload: Workload, fit: Fit, cluster: Cluster,
+                     ledger: Ledger) -> dict[str, object]:
+    """What the kept replica's engines take, per pool they are pinned to (pools with a DRA claim only)."""
+    per_pool: dict[str, list] = {}
+    for placed in replica.engines:
+        if not any(m.device_requests for m in placed.members):
+            continue
+        pool = cluster.pool(placed.members[0].node_pool)
+        per_pool.setdefault(pool.name, []).append(fit.demand(pool, workload.engine(placed.name)))
+    return {pool: ledger.packing.combine(demands) for pool, demands in per_pool.items()}
+
+
+def _needs(demand, unit: str, pool: Pool) -> str:
+    if unit == "nodes":
+        return f"{demand} node{'s' if demand != 1 else ''}"
+    return reasons.pods_text(demand, kind_names(pool))
 
 
 def _name_replicas(fleet: Fleet, workloads, retained: dict[NamespacedName, list[PlacedReplica]],
@@ -170,46 +201,35 @@ def _retain(workload: Workload, earlier: list[DocReplica], clusters: dict[str, C
 
 
 def _on_pinned_pools(workload: Workload, doc: DocReplica, cluster: Cluster, fit: Fit):
-    """The kept replica's engines through the pool filters on the pools they are pinned to (capacity
-    is charged later, for every kept replica at once), or why it must be placed again."""
-    if len(doc.engines) != len(workload.engines):
-        return None, reasons.no_longer_fits(f"the deployment now has {len(workload.engines)} engine(s), "
-                                            f"the replica {len(doc.engines)}")
+    """The kept replica's engines through the kept-engine and pool filters on the pools they are
+    pinned to (capacity is charged later, for every kept replica at once), or why it must be placed again."""
+    if (why := engine_count(doc, workload)) is not None:
+        return None, why
     engines = []
     for observed in doc.engines:  # retained engine order follows the replica's
         engine = workload.engine(observed.name)
-        if engine is None:
-            return None, reasons.no_longer_fits(f"engine {observed.name} is no longer in the deployment")
-        roles = [m.role for m in engine.members]
-        if [m.role for m in observed.members] != roles:
-            return None, reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
-        if len({m.node_pool for m in observed.members}) > 1:
-            return None, reasons.no_longer_fits(f"engine {engine.name} was split across pools")
+        if (why := kept_engine_failure(observed, engine, cluster)) is not None:
+            return None, why
         pool = cluster.pool(observed.members[0].node_pool)
-        if pool is None:
-            return None, reasons.no_longer_fits(f"pool {observed.members[0].node_pool} is no longer published")
         resolved = fit.engine_on(pool, engine)
         # Pinned: only this pool may give the engine's members their DRA devices.
-        rejection = engine_rejection(resolved, tuple(bool(r) for r in resolved))
-        if rejection == DEVICES:
-            member = engine.members[resolved.index(None)]
-            reason = fit.matcher.why_not(pool, member, engine.name)
-            return None, reasons.no_longer_fits(reason.detail if reason else f"pool {pool.name} no longer matches")
-        if rejection is not None:
-            return None, reasons.no_longer_fits(f"engine {engine.name} would claim no DRA device")
+        if (why := pool_failure(pool, engine, resolved, tuple(r.claims for r in resolved), fit.matcher)) is not None:
+            return None, reasons.no_longer_fits(why.detail)
         engines.append(assignment(engine, pool.name, resolved))
     return tuple(engines), None
 
 
-def _scale_down(kept: list[PlacedReplica], desired: int) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
-    """§4.7: remove from the most-loaded cluster, then the later cluster name, then the highest index."""
+def _scale_down(kept: list[PlacedReplica], desired: int,
+                tiers: dict[str, int] | None) -> tuple[list[PlacedReplica], list[RemovedReplica]]:
+    """§4.7: remove from the last preference tier first, then the most-loaded cluster, then the later
+    cluster name, then the highest index."""
     survivors = list(kept)
     removed = []
     while len(survivors) > desired:
         load: dict[str, int] = {}
         for replica in survivors:
             load[replica.cluster] = load.get(replica.cluster, 0) + 1
-        victim = max(survivors, key=lambda r: (load[r.cluster], r.cluster, r.index))
+        victim = max(survivors, key=lambda r: (tiers[r.cluster] if tiers else 0, load[r.cluster], r.cluster, r.index))
         survivors.remove(victim)
         removed.append(RemovedReplica(victim, reasons.Reason("ScaledDown", "scaled down",
                                                              f"replicas reduced to {desired}")))
@@ -217,8 +237,9 @@ def _scale_down(kept: list[PlacedReplica], desired: int) -> tuple[list[PlacedRep
 
 
 def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster], fit: Fit,
-          ledger: Ledger, full: set[str]) -> list[PlacedReplica]:
-    """§4.9: one replica at a time to the eligible cluster with the fewest of this deployment's replicas."""
+          ledger: Ledger, full: set[str], tiers: dict[str, int] | None) -> list[PlacedReplica]:
+    """§4.9: one replica at a time to the eligible cluster of the first preference tier with room,
+    the one with the fewest of this deployment's replicas (ties: name)."""
     missing = workload.replicas - len(kept)
     if missing <= 0:
         return []
@@ -227,33 +248,37 @@ def _fill(workload: Workload, kept: list[PlacedReplica], eligible: list[Cluster]
     for replica in kept:
         load[replica.cluster] = load.get(replica.cluster, 0) + 1
         used.setdefault(replica.cluster, set()).add(replica.index)
-    # Candidates in (load, name) order: clusters without a replica yet come first, lazily in name
+
+    def rank(count: int, cluster: Cluster) -> tuple[int, int, str]:
+        return tiers[cluster.name] if tiers else 0, count, cluster.name
+
+    # Candidates in (tier, load, name) order: clusters without a replica yet lazily, in (tier, name)
     # order; the others wait in a heap. A cluster that cannot take one replica is dropped for good,
     # since the ledger only shrinks during the pass.
-    queue = [(load[c.name], c.name, c) for c in eligible if c.name in load and c.name not in full]
+    queue = [(rank(load[c.name], c), c) for c in eligible if c.name in load and c.name not in full]
     heapq.heapify(queue)
-    fresh = (c for c in eligible if c.name not in load and c.name not in full)
+    unloaded = [c for c in eligible if c.name not in load and c.name not in full]
+    fresh = iter(sorted(unloaded, key=lambda c: rank(0, c)) if tiers else unloaded)
+    head = next(fresh, None)
     placed = []
     while len(placed) < missing:
-        cluster = next(fresh, None)
-        if cluster is not None:
-            count, name = 0, cluster.name
+        if head is not None and (not queue or rank(0, head) < queue[0][0]):
+            cluster, count, head = head, 0, next(fresh, None)
         elif queue:
-            count, name, cluster = heapq.heappop(queue)
+            (_, count, _), cluster = heapq.heappop(queue)
         else:
             break
-        engines = place_engines(cluster, workload, fit, ledger)
-        if engines is None:
+        name = cluster.name
+        found = place_engines(cluster, workload, fit, ledger)
+        if found is None:
             full.add(name)
             continue
+        engines, changed = found
+        ledger.commit(name, changed)
         taken = used.setdefault(name, set())
         index = next(i for i in range(len(taken) + 1) if i not in taken)
         taken.add(index)
-        for engine in engines:
-            for member in engine.members:
-                if member.device_requests:
-                    ledger.charge(name, member.node_pool, member.pods * engine.copies)
         placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, name, index), name, index,
                                     tuple(engines), "new"))  # named for good once the whole plan is known
-        heapq.heappush(queue, (count + 1, name, cluster))
+        heapq.heappush(queue, (rank(count + 1, cluster), cluster))
     return placed

@@ -11,6 +11,7 @@ from ..api import Fleet, NamespacedName
 from ..api.inference_cluster import Taint
 from ..api.storage import rwx_storage_class
 from ..api.model_deployment import ModelDeployment, Toleration
+from ..api.scheduling import Failback
 from ..devices import device_key
 
 
@@ -79,6 +80,17 @@ class Workload:
     cache_selector: dict  # the referenced ModelCache's clusterSelector.matchLabels (its footprint)
     tolerations: tuple[Toleration, ...]
     cache: str | None = None  # the ModelCache it mounts (it stages only on clusters with RWX storage)
+    # Preference tiers: per tier, the labels a cluster needs (sorted pairs; empty: every cluster).
+    # No tiers: every cluster is in tier 0.
+    tiers: tuple[tuple[tuple[str, str], ...], ...] = ()
+    failback: Failback = "Never"
+    max_moves: int = 1  # failback WhenRoom: replicas moved per plan, at most
+
+    def tier_of(self, labels: dict) -> int | None:
+        """The first tier whose labels the cluster has (0 without tiers), or None: no tier takes it."""
+        if not self.tiers:
+            return 0
+        return next((i for i, pairs in enumerate(self.tiers) if all(labels.get(k) == v for k, v in pairs)), None)
 
     def engine(self, name: str) -> Engine | None:
         return next((e for e in self.engines if e.name == name), None)
@@ -131,5 +143,11 @@ def workload_of(fleet: Fleet, key: NamespacedName, deployment: ModelDeployment) 
     # pairs count only where the cache does not set the key.
     selector = {k: v for k, v in selector.items() if k not in cache_selector}
     cache = spec.model_cache_ref.name if spec.model_cache_ref is not None else None
+    default = fleet.scheduling.placement if fleet.scheduling is not None else None
+    policy = [p for p in (deployment.placement, default) if p is not None]
+    preferences = next((p.preferences for p in policy if p.preferences is not None), None) or ()
+    failback = next((p.failback for p in policy if p.failback is not None), "Never")
+    moves = next((p.max_moves_per_plan for p in policy if p.max_moves_per_plan is not None), 1)
+    tiers = tuple(tuple(sorted(p.labels.items())) for p in preferences)
     return Workload(key, deployment.replicas, tuple(engines), selector, cache_selector, tuple(spec.tolerations or ()),
-                    cache)
+                    cache, tiers, failback, moves)

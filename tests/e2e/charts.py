@@ -1,10 +1,11 @@
 """Stand-in Helm charts and CRD manifests: a folder mirror (`modelplane:mirror`) the real program installs offline.
 
-The end-to-end run has no internet and no real controllers, so each Helm release of the fleet
+The end-to-end run has no internet and runs no chart's controllers, so each Helm release of the fleet
 installs a stand-in chart from a folder mirror: the same chart name and pinned version, holding
 only what the program itself relies on — the pinned upstream CRDs (tests/upstream-crds.toml) of
 every custom kind it creates after that release, and the DeviceClasses its ResourceClaims name.
-Controllers, webhooks and values are not reproduced; `StandIn.not_covered` says what is missing,
+Controllers, webhooks and values are not reproduced (the LeaderWorkerSet controller runs beside the
+cluster instead: tests/e2e/lws_controller.py); `StandIn.not_covered` says what is missing,
 and `stand_in_report` prints it for the run's summary.
 
 `write_mirror(stacks, out, crd_dir)` writes `out/charts/<chart>-<version>.tgz` and
@@ -86,8 +87,11 @@ CHARTS: dict[str, ChartPlan] = {
         "No Prometheus operator, Prometheus or its CRDs (ServiceMonitor, PodMonitor, ...): nothing scrapes, and "
         "the scrape values are ignored.")),
     "lws": ChartPlan(crds=("lws-v0.8.0/leaderworkerset.x-k8s.io_leaderworkersets.yaml",), not_covered=(
-        "No LeaderWorkerSet controller or webhook (CRD pinned v0.10.0): a LeaderWorkerSet gets no pods and no "
-        "Available condition unless the harness writes them.")),
+        "The controller runs, but not from the chart: the harness runs LeaderWorkerSet v0.8.0 (built from its Go "
+        "module, the pinned CRD's commit) beside each workload cluster, with the chart's four webhooks registered "
+        "at its loopback port and a certificate from the cluster's CA, and applies the pinned CRD before it starts "
+        "(tests/e2e/lws_controller.py), so this chart finds its CRD present. Not covered: the chart's Deployment, "
+        "RBAC, webhook Service, internal cert controller, metrics and values.")),
     "node-feature-discovery": ChartPlan(not_covered=(
         "No NFD master or worker: nodes get no feature labels (the worker tolerations value is ignored).")),
     "dra-example-driver": ChartPlan(device_classes=(("gpu.example.com", "device.driver == 'gpu.example.com'"),),
@@ -144,12 +148,12 @@ def write_mirror(stacks: Sequence[ClusterStack], out: Path, crd_dir: Path) -> li
     or manifest component with no stand-in defined here, and for a CRD file that is missing from
     `crd_dir` or is not the pinned one.
     """
-    crds = _PinnedCRDs(crd_dir)
+    crds = PinnedCRDs(crd_dir)
     charts: dict[tuple[str, str], None] = {}
     manifests: dict[str, RemoteManifest] = {}
     for stack in stacks:
         for release in stack.releases:
-            charts[(_chart_name(release), release.version)] = None
+            charts[(chart_name(release), release.version)] = None
         for manifest in stack.remote_manifests:
             manifests.setdefault(_manifest_file(manifest), with_pinned_digest(manifest))
     stand_ins = []
@@ -186,7 +190,7 @@ def stand_in_report(stand_ins: Sequence[StandIn]) -> str:
 
 # --- chart archives ----------------------------------------------------------------------------------
 
-def chart_archive(chart: str, version: str, plan: ChartPlan, crds: _PinnedCRDs) -> bytes:
+def chart_archive(chart: str, version: str, plan: ChartPlan, crds: PinnedCRDs) -> bytes:
     """The `.tgz` of one stand-in chart: `<chart>/Chart.yaml`, `crds/` or `templates/` CRDs, DeviceClass templates."""
     metadata = {"apiVersion": "v2", "name": chart, "version": version, "type": "application",
                 "description": f"modelplane e2e stand-in for {chart} {version} (tests/e2e/charts.py)"}
@@ -225,7 +229,7 @@ def crd_name(path: str) -> str:
     return f"{plural}.{group}"
 
 
-class _PinnedCRDs:
+class PinnedCRDs:
     """The pinned CRD files of `crd_dir`, each checked against its SHA-256 in tests/upstream-crds.toml."""
 
     def __init__(self, crd_dir: Path) -> None:
@@ -245,7 +249,7 @@ class _PinnedCRDs:
         return self.cache[path]
 
 
-def _chart_name(release: HelmRelease) -> str:
+def chart_name(release: HelmRelease) -> str:
     """The chart's name, also when the release already points into a folder mirror (`<dir>/<chart>-<version>.tgz`)."""
     if release.repository:
         return release.chart

@@ -231,10 +231,13 @@ def feature_gates_flag(gates: Mapping[str, bool] | None) -> list[str]:
     return ["--feature-gates=" + ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))]
 
 
-def serving_cert_extensions() -> str:
-    """x509 extensions of the API server's serving certificate: loopback plus the in-cluster service names."""
-    names = ["IP:127.0.0.1", "IP:10.0.0.1", "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default",
-             "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"]
+API_SERVER_NAMES = ("IP:127.0.0.1", "IP:10.0.0.1", "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default",
+                    "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local")
+
+
+def serving_cert_extensions(names: Sequence[str] = API_SERVER_NAMES) -> str:
+    """x509 extensions of a serving certificate for `names` (the API server's: loopback plus the in-cluster
+    service names)."""
     return (
         "basicConstraints=CA:FALSE\n"
         "keyUsage=critical,digitalSignature,keyEncipherment\n"
@@ -276,13 +279,20 @@ def make_cluster_certs(files: ClusterFiles, cluster: str) -> None:
     rsa = ("-newkey", "rsa:2048", "-nodes")
     _openssl("req", "-x509", *rsa, "-keyout", files.ca_key, "-out", files.ca_crt, "-days", "3650",
              "-subj", f"/CN=modelplane-e2e-{cluster}-ca", cwd=d)
-    _openssl("req", "-new", *rsa, "-keyout", files.serving_key, "-out", "serving.csr", "-subj", "/CN=kube-apiserver",
-             cwd=d)
-    (d / "serving.ext").write_text(serving_cert_extensions())
-    _openssl("x509", "-req", "-in", "serving.csr", "-CA", files.ca_crt, "-CAkey", files.ca_key, "-CAcreateserial",
-             "-out", files.serving_crt, "-days", "3650", "-extfile", "serving.ext", cwd=d)
+    make_serving_cert(files, "kube-apiserver", files.serving_crt, files.serving_key, API_SERVER_NAMES)
     _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", files.sa_key, cwd=d)
     _openssl("pkey", "-in", files.sa_key, "-pubout", "-out", files.sa_pub, cwd=d)
+
+
+def make_serving_cert(files: ClusterFiles, common_name: str, crt: Path, key: Path, names: Sequence[str]) -> None:
+    """A key and a serving certificate for `names`, signed by the cluster's CA (so its clients trust it)."""
+    d, stem = files.root, crt.stem
+    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", f"{stem}.csr",
+             "-subj", f"/CN={common_name}", cwd=d)
+    (d / f"{stem}.ext").write_text(serving_cert_extensions(names))
+    _openssl("x509", "-req", "-in", f"{stem}.csr", "-CA", files.ca_crt, "-CAkey", files.ca_key, "-CAcreateserial",
+             "-out", crt, "-days", "3650", "-extfile", f"{stem}.ext", cwd=d)
+    key.chmod(0o600)
 
 
 # --- processes ------------------------------------------------------------------------------------------------------

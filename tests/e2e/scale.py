@@ -3,9 +3,9 @@
 The fleet is the scheduler benchmark's generator (benchmarks/bench_scheduler.py) with every cluster
 `source: Existing` on a local control plane, a front door (as the e2e stack has) and a ModelService
 per deployment, and the generator's NVIDIA driver renamed to the dra-example-driver's
-`gpu.example.com` (its stand-in chart creates that DeviceClass; every selector is renamed with it),
-and its multi-node (LeaderWorkerSet) replicas made single-node: no LeaderWorkerSet controller runs
-here, so such a replica would never become Available.
+`gpu.example.com` (its stand-in chart creates that DeviceClass; every selector is renamed with it).
+Its multi-node replicas are LeaderWorkerSets, which the LeaderWorkerSet controller beside each
+cluster (tests/e2e/lws_controller.py) makes Available, as in the scenario.
 Prints preview / up / no-op up / destroy wall times, resources per second and peak memory.
 """
 from __future__ import annotations
@@ -27,11 +27,6 @@ from bench_scheduler import synthetic_fleet  # noqa: E402
 def scale_stack(clusters: int, deployments: int) -> dict:
     fleet = json.loads(json.dumps(synthetic_fleet(clusters, deployments)).replace("gpu.nvidia.com", "gpu.example.com"))
     front_door = yaml.safe_load(TEMPLATE.read_text())["config"]["modelplane:inferenceGateway"]
-    for deployments_of in fleet["modelDeployments"].values():
-        for deployment in deployments_of.values():
-            for engine in deployment["template"]["spec"]["engines"]:
-                # no LeaderWorkerSet controller runs here: a multi-node replica would never become Available
-                engine["members"] = [{k: v for k, v in engine["members"][0].items() if k != "role"}]
     for cluster in fleet["inferenceClusters"].values():
         cluster["cluster"] = {"source": "Existing", "existing": {"kubeconfig": {"secure": "v1:set-by-the-e2e-harness"}}}
     services = {ns: {name: {"endpoints": [{"selector": {"matchLabels": {"modelplane.ai/deployment": name}}}]}

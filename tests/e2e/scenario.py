@@ -24,12 +24,13 @@ from modelplane.cli import load_file
 from modelplane.render.fleet import cluster_stacks
 
 from .charts import mirror_config, stand_in_report, write_mirror
-from .controlplane import LocalFleet
 from .expected import Discovery, Rendered, fetch, read_render
+from .gang_checks import gangs_on_real_nodes, pod_placement_problems
 from .kube_api import ApiError, KubeApi, object_path
 from .kubelet import FakeKubelet, node_groups
+from .lws_controller import LwsFleet, clusters_running_lws
 from .pulumi_cli import STACK, PulumiProject, Run
-from . import selector_cases
+from . import packing_cases, selector_cases
 from .front_door_xds import TranslateError, expected_from, front_door_problems, translate
 from .status_checks import status_matches_the_fleet, status_reports_a_stopped_cluster
 
@@ -43,7 +44,6 @@ DEPLOYMENT = "ml-team/mock-demo"
 RUNBOOK_FORGET_RELEASES = (
     'pulumi stack --stack <stack> --show-urns | grep -o "urn:pulumi:[^ ]*helm.sh/v3:Release::<cluster>/[^ ]*" |\n'
     '  while read -r urn; do pulumi state delete --stack <stack> --yes --target-dependents "$urn" || true; done')
-POOL_LABEL = "modelplane.ai/pool"
 SAAS_TOKEN = "sk-e2e-saas-token-must-stay-secret"  # the hand-made endpoint's credential (only in a Secret on the cluster)
 
 
@@ -101,7 +101,8 @@ class Scenario:
         self.fleet = self._load(template)
         self.gateway_cluster = self.fleet.inference_gateway.cluster_name
         self.cluster_names = [*self.fleet.inference_clusters, self.gateway_cluster]
-        self.control_planes = LocalFleet(work / "fleet", bin_dir, self.cluster_names)
+        self.control_planes = LwsFleet(work / "fleet", bin_dir, self.cluster_names,
+                                       clusters_running_lws(cluster_stacks(self.fleet)), crd_dir)
         self.kubelets: dict[str, FakeKubelet] = {}
         self.project = PulumiProject(REPO, work, bin_dir, venv)
 
@@ -281,7 +282,7 @@ class Scenario:
                 problems.append(f"{replica['name']}: no pod with a resource claim on {replica['cluster']}")
             for pod in pods:
                 seen += 1
-                problems += self._pod_allocation(api, pod, pools)
+                problems += pod_placement_problems(api, pod, pools)
         self.report.check("real DRA: every replica's pods bound to the planned pool, claims allocated there", not problems,
                           "; ".join(problems[:6]) if problems else f"{seen} pods checked")
         short = [d for d in plan["deployments"] if d["scheduled"] < d["replicas"]]
@@ -295,35 +296,20 @@ class Scenario:
                           bool(short) and not stray,
                           f"short: {[d['name'] for d in short]}" + (f"; scheduled anyway: {stray}" if stray else ""))
 
-    def _pod_allocation(self, api: KubeApi, pod: dict, pools: set[str]) -> list[str]:
-        name = pod["metadata"]["name"]
-        node_name = pod["spec"].get("nodeName")
-        if not node_name:
-            return [f"{name}: not bound"]
-        node = api.get(object_path("v1", "nodes", None, node_name)) or {}
-        pool = node.get("metadata", {}).get("labels", {}).get(POOL_LABEL)
-        problems = [] if pool in pools else [f"{name}: bound to {node_name} in pool {pool}, planned {sorted(pools)}"]
-        if not any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", [])):
-            problems.append(f"{name}: not Ready")
-        slices = api.list(object_path("resource.k8s.io/v1", "resourceslices"), field_selector=f"spec.nodeName={node_name}")
-        devices = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]) for s in slices for d in s["spec"].get("devices", [])}
-        for status in pod.get("status", {}).get("resourceClaimStatuses", []):
-            claim = api.get(object_path("resource.k8s.io/v1", "resourceclaims", pod["metadata"]["namespace"],
-                                        status["resourceClaimName"])) or {}
-            results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
-            if not results:
-                problems.append(f"{name}: claim {status['resourceClaimName']} not allocated")
-            problems += [f"{name}: device {r['device']} of pool {r['pool']} is not on node {node_name}"
-                         for r in results if (r["driver"], r["pool"], r["device"]) not in devices]
-        if not pod.get("status", {}).get("resourceClaimStatuses"):
-            problems.append(f"{name}: no allocated claim")
-        return problems
-
     def selectors_agree(self) -> None:
         results = selector_cases.run_cases(self.api(self.gateway_cluster))
         print(selector_cases.report(results), flush=True)
         disagree = [r.name for r in results if not r.agree]
         self.report.check(f"our CEL answers agree with kube-scheduler's allocator on {len(results)} purpose-built cases",
+                          not disagree, f"disagree: {disagree}" if disagree else "")
+
+    def packing_agrees(self) -> None:
+        """Device-granular plans against the allocator: planned pods bound, short ones Pending (tests/e2e/packing_cases.py)."""
+        results = packing_cases.run_cases(self.api(self.gateway_cluster))
+        print(packing_cases.report(results), flush=True)
+        disagree = [r.name for r in results if not r.agree]
+        self.report.check(f"device-granular plans agree with kube-scheduler's allocator on {len(results)} packing cases "
+                          "(8 one-device pods on one 8-device node, 4+2+1+1, a fragmented pool short)",
                           not disagree, f"disagree: {disagree}" if disagree else "")
 
     def secrets_stay_secret(self) -> None:
@@ -534,10 +520,12 @@ class Scenario:
             if self.up_creates_everything(rendered):
                 self.second_up_changes_nothing()
                 self.dra_allocation(plan)
+                self.report.check(*gangs_on_real_nodes(plan, self.api))
                 self.report.check(*status_matches_the_fleet(self.project, self.control_planes.endpoints,
                                                             self.venv / "bin" / "python"))
                 self.secrets_stay_secret()
                 self.selectors_agree()
+                self.packing_agrees()
                 self.drain_story()
                 self.cluster_goes_away()
                 self.destroy_with_a_cluster_gone()

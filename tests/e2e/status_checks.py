@@ -122,11 +122,14 @@ def _offline(project: PulumiProject, endpoints: Mapping, python: Path, problems:
 # --- what the API servers hold -----------------------------------------------------------------------------------
 
 def held(api: KubeApi, namespace: str, replica: str) -> dict[str, int]:
-    """A replica's serving pods, Ready ones, their Deployments' desired pods, claims and allocated claims."""
+    """A replica's serving pods, Ready ones, the serving pods its Deployments and LeaderWorkerSets want (one leader
+    per group), claims and allocated claims."""
     pods = [p for p in api.list(object_path("v1", "pods", namespace), label_selector=f"{SERVING}={replica}")
             if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
     deployments = [d for d in api.list(object_path("apps/v1", "deployments", namespace))
                    if d["spec"]["template"]["metadata"].get("labels", {}).get(SERVING) == replica]
+    leader_sets = [s for s in api.list(object_path("leaderworkerset.x-k8s.io/v1", "leaderworkersets", namespace))
+                   if s["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"].get("labels", {}).get(SERVING) == replica]
     claims = allocated = 0
     for pod in pods:
         names = {s["name"]: s.get("resourceClaimName") for s in pod.get("status", {}).get("resourceClaimStatuses") or []}
@@ -137,7 +140,8 @@ def held(api: KubeApi, namespace: str, replica: str) -> dict[str, int]:
             allocated += bool((claim or {}).get("status", {}).get("allocation"))
     ready = sum(any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions") or [])
                 for p in pods)
-    return {"pods": len(pods), "ready": ready, "desired": sum(d["spec"].get("replicas", 1) for d in deployments),
+    desired = sum(w["spec"].get("replicas", 1) for w in deployments + leader_sets)
+    return {"pods": len(pods), "ready": ready, "desired": desired,
             "claims": claims, "allocated": allocated}
 
 
