@@ -61,7 +61,7 @@ sys.path[:0] = [{tests!r}, {benchmarks!r}]
 import pulumi
 from pulumi.runtime.sync_await import _sync_await
 from pulumi.runtime.stack import run_pulumi_func
-from conftest import OUTPUT_HOOKS, PlainMonitor  # the suite's stand-ins for what providers compute
+from pulumi_recording import OUTPUT_HOOKS, PlainMonitor  # the suite's stand-ins for what providers compute
 
 class Echo(pulumi.runtime.Mocks):
     count = 0
@@ -76,7 +76,7 @@ class Echo(pulumi.runtime.Mocks):
         return hook(dict(args.args)) if hook else {{}}
 
 # PlainMonitor: the SDK's default mock monitor rehydrates resource references on its own event loop, and a run now
-# and then never ends (tests/conftest.py).
+# and then never ends (tests/pulumi_recording.py).
 echo = Echo()
 pulumi.runtime.set_mocks(echo, project="modelplane", stack={stack!r}, preview=False, monitor=PlainMonitor(echo),
                          organization="organization")
@@ -103,18 +103,18 @@ sys.path[:0] = [{tests!r}, {benchmarks!r}]
 import pulumi
 from pulumi.runtime.sync_await import _sync_await
 from pulumi.runtime.stack import run_pulumi_func
-import conftest
+import pulumi_recording
 from bench_program import stack_config
 from modelplane.infra import program
 
-pulumi.runtime.set_mocks(conftest.MOCKS, project="modelplane", stack="record", preview=False, monitor=conftest.MONITOR,
+pulumi.runtime.set_mocks(pulumi_recording.MOCKS, project="modelplane", stack="record", preview=False, monitor=pulumi_recording.MONITOR,
                          organization="organization")
 config, secret_keys = stack_config({stack!r})
 pulumi.runtime.set_all_config({{"modelplane:" + k: json.dumps(v) for k, v in config.items()}},
                               ["modelplane:" + k for k in secret_keys])
 _sync_await(run_pulumi_func(lambda: program.run()))
-recorded = {{r.urn: r for r in conftest.MONITOR.registrations}}
-del conftest.MONITOR.registrations[:], conftest.MOCKS.created[:]
+recorded = {{r.urn: r for r in pulumi_recording.MONITOR.registrations}}
+del pulumi_recording.MONITOR.registrations[:], pulumi_recording.MOCKS.created[:]
 
 class Echo(pulumi.runtime.Mocks):
     count = 0
@@ -126,7 +126,7 @@ class Echo(pulumi.runtime.Mocks):
 
 pulumi.runtime.settings.set_root_resource(None)
 echo = Echo()
-pulumi.runtime.set_mocks(echo, project="modelplane", stack="record", preview=False, monitor=conftest.PlainMonitor(echo),
+pulumi.runtime.set_mocks(echo, project="modelplane", stack="record", preview=False, monitor=pulumi_recording.PlainMonitor(echo),
                          organization="organization")
 
 def register_again():

@@ -24,7 +24,7 @@ from lupa import luajit21  # noqa: E402
 
 from modelplane.api.inference_gateway import body_limit_bytes  # noqa: E402
 from modelplane.render.model_router import model_router_lua, scan_timer_lua  # noqa: E402
-from test_model_router import FakeHandle  # noqa: E402
+from envoy_lua import FakeHandle  # noqa: E402
 
 MODELS = {f"team-{i}/model-{i}": f"team-{i}/model-{i}" for i in range(2000)} | {"chat": "team-1/model-1"}
 

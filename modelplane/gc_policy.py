@@ -8,6 +8,7 @@ half of `schedule()` and of the warnings was collection. Our data has few refere
 allocations instead of 700) and full ones rarer still; what was imported before is frozen, out
 of every collection's way. Peak memory is unchanged (benchmarks/bench_plan.py prints it).
 """
+
 from __future__ import annotations
 
 import gc

@@ -2,6 +2,7 @@
 
 Piped or redirected output never carries it, so scripts and logs see only the command's result.
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,4 +36,3 @@ class Progress:
 
     def done(self) -> None:
         self("")
-

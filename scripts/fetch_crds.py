@@ -16,6 +16,7 @@ its name only once complete (written beside it, then renamed). Credentials in ``
 (``https://user:token@mirror``) are sent as HTTP Basic auth, to that host only, and never
 printed. Standard library only, so that it needs nothing but Python. See docs/schemas.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,7 +104,7 @@ class BaseURL:
     authorization: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "BaseURL":
+    def parse(cls, text: str) -> BaseURL:
         """Raises ValueError with a message that never repeats a password."""
         try:
             parts = urllib.parse.urlsplit(text.strip())
@@ -119,7 +120,9 @@ class BaseURL:
         user = urllib.parse.unquote(parts.username or "")
         password = urllib.parse.unquote(parts.password or "")
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
-        shown_netloc = f"{parts.username or ''}:***@{netloc}" if parts.password is not None else f"{parts.username}@{netloc}"
+        shown_netloc = (
+            f"{parts.username or ''}:***@{netloc}" if parts.password is not None else f"{parts.username}@{netloc}"
+        )
         shown = urllib.parse.urlunsplit((parts.scheme, shown_netloc, parts.path.rstrip("/"), "", ""))
         return cls(bare, shown, f"Basic {token}")
 
@@ -191,6 +194,7 @@ def _open_url(url: str, shown: str, authorization: str | None, timeout: float):
 
 # --- sources: each puts one pinned file at ``target``, verified, or raises -------------------
 
+
 class Source:
     """Where files can come from. ``outcome`` names what happened in the per-file line."""
 
@@ -242,8 +246,15 @@ class URLSource(Source):
                 raise DigestMismatch(f"{shown}: {error}") from None
 
 
-def fetch(pins: list[Pin], dest: Path, *, source_dir: Path | None = None, base_url: BaseURL | str | None = UPSTREAM,
-          say: Callable[[str], None] = print, complain: Callable[[str], None] | None = None) -> bool:
+def fetch(
+    pins: list[Pin],
+    dest: Path,
+    *,
+    source_dir: Path | None = None,
+    base_url: BaseURL | str | None = UPSTREAM,
+    say: Callable[[str], None] = print,
+    complain: Callable[[str], None] | None = None,
+) -> bool:
     """Put every pinned file under ``dest``, verified; one line per file, then a summary. True: all there.
 
     Sources, in order: the file already in ``dest``, ``source_dir``, ``base_url`` (None: offline).
@@ -284,8 +295,11 @@ def fetch(pins: list[Pin], dest: Path, *, source_dir: Path | None = None, base_u
             counts["failed"] += 1
             if not problems:
                 dead = [s.name for s in sources if s.name in unreachable]
-                problems = [f"not tried: {' and '.join(dead)} unreachable (see above). {Offline.ADVICE}" if dead else
-                            f"in none of {', '.join(s.name for s in sources) or 'the sources'}"]
+                problems = [
+                    f"not tried: {' and '.join(dead)} unreachable (see above). {Offline.ADVICE}"
+                    if dead
+                    else f"in none of {', '.join(s.name for s in sources) or 'the sources'}"
+                ]
             complain(f"{'FAILED':<8} {pin.path}: {'; '.join(map(str, problems))}")
             continue
         for problem in problems:  # an earlier source failed, a later one had it: say so, but it is fine
@@ -300,15 +314,26 @@ def fetch(pins: list[Pin], dest: Path, *, source_dir: Path | None = None, base_u
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] = os.environ) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog=f"Destination: {cache_dir(env)} (set MODELPLANE_CRD_CACHE to change it).")
-    parser.add_argument("--from", dest="source_dir", type=Path, metavar="DIR",
-                        help="first copy from a local folder with the same layout (a copy of the cache, or any "
-                             "mirror of it); what it lacks is fetched (unless --offline)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=f"Destination: {cache_dir(env)} (set MODELPLANE_CRD_CACHE to change it).",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source_dir",
+        type=Path,
+        metavar="DIR",
+        help="first copy from a local folder with the same layout (a copy of the cache, or any "
+        "mirror of it); what it lacks is fetched (unless --offline)",
+    )
     parser.add_argument("--offline", action="store_true", help="no downloads: only the --from folder")
-    parser.add_argument("--base-url", default=UPSTREAM, metavar="URL",
-                        help=f"download from a mirror of {UPSTREAM} (same paths) instead; "
-                             "https://user:token@host/... sends Basic auth, and the token is never printed")
+    parser.add_argument(
+        "--base-url",
+        default=UPSTREAM,
+        metavar="URL",
+        help=f"download from a mirror of {UPSTREAM} (same paths) instead; "
+        "https://user:token@host/... sends Basic auth, and the token is never printed",
+    )
     args = parser.parse_args(argv)
     if args.source_dir and not args.source_dir.is_dir():
         parser.error(f"--from {args.source_dir}: not a directory")
@@ -316,8 +341,11 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] = os.environ) -> 
         base = BaseURL.parse(args.base_url)
     except ValueError as error:
         parser.error(f"--base-url: {error}")
-    return 0 if fetch(load_pins(), cache_dir(env), source_dir=args.source_dir,
-                      base_url=None if args.offline else base) else 1
+    return (
+        0
+        if fetch(load_pins(), cache_dir(env), source_dir=args.source_dir, base_url=None if args.offline else base)
+        else 1
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,13 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
+
+from modelplane.api.stackfile import read_stack_file
+
+REPO = Path(__file__).resolve().parent.parent
+STACKS = REPO / "stacks"
 
 GPU_CLASS = {
     "devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",
@@ -61,3 +67,8 @@ def traefik_front_door(gateway: dict, version: str = "40.2.0") -> dict:
     gateway["backend"] = "Traefik"
     gateway["traefik"] = {"version": version, **block}
     return gateway
+
+
+def stack_config(name: str) -> dict:
+    """The config of a stack under stacks/ (`demo`, `cloud`), as the CLI and the engine read it."""
+    return read_stack_file(STACKS / f"Pulumi.{name}.yaml").config

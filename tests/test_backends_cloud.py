@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from cloud_mocks import GKE_ENDPOINT, MOCK_CA
-from conftest import REPO, Registration
+from builders import REPO
+from pulumi_recording import Registration
 from modelplane.api import load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import backends

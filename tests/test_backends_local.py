@@ -16,7 +16,7 @@ import pulumi
 import pytest
 import yaml
 
-import conftest
+import pulumi_recording
 from modelplane.api import load_fleet
 from modelplane.api.common import SecretValue
 from modelplane.api.inference_cluster import DEFAULT_KIND_NODE_IMAGE, ClusterSource, NodePool
@@ -60,7 +60,7 @@ def command_outputs(monkeypatch):
             return {"stdout": json.dumps(state["ipam"]), "stderr": ""}
         return {"stdout": "", "stderr": "Creating cluster ..."}
 
-    monkeypatch.setitem(conftest.OUTPUT_HOOKS, "command:local:Command", stdout)
+    monkeypatch.setitem(pulumi_recording.OUTPUT_HOOKS, "command:local:Command", stdout)
     return state
 
 

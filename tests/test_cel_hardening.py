@@ -244,6 +244,7 @@ def test_deepest_accepted_nesting_evaluates_with_little_stack_left(shape):
     assert with_stack_used(sys.getrecursionlimit() - 550) is True
 
 
+@pytest.mark.slow  # deep nesting near the recursion limit, per case
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 @pytest.mark.parametrize("n", [MAX_NESTING + 1, 1000])
 def test_deep_nesting_is_a_clear_error(shape, n):
@@ -303,6 +304,7 @@ def _run(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     return result, time.perf_counter() - start
 
 
+@pytest.mark.slow  # processes per case
 @pytest.mark.parametrize("name, selector, code, message, scheduled", CLI_CASES, ids=[c[0] for c in CLI_CASES])
 def test_cli_validate_and_plan_end_to_end(repo, tmp_path, name, selector, code, message, scheduled):
     path = _stack_file(repo, tmp_path, selector)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from modelplane import runbook
+from modelplane.api import locked_write
 from terminal import run_with_terminal_stderr
 
 REPO = Path(__file__).resolve().parent.parent
@@ -285,7 +285,7 @@ def _has_open(pid: int, folder: Path) -> bool:
 def test_ctrl_c_exits_130_quietly_and_changes_nothing(tmp_path: Path) -> None:
     path = stack_copy(tmp_path)
     before = path.read_bytes()
-    with runbook.locked(path):  # another edit is under way: the command waits for it
+    with locked_write.locked(path):  # another edit is under way: the command waits for it
         process = subprocess.Popen(command("scale", "ml-team/mock-demo", "--replicas", "3", "--config", str(path)),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=BASE_ENV)
         deadline = time.monotonic() + 60

@@ -49,9 +49,10 @@ inferenceClusters:
 
 def test_conventions_match_the_backends():
     from modelplane.infra.backends import base
+    from modelplane.render import types as render_types
 
     assert kl.POOL_LABEL == base.POOL_LABEL and kl.SYSTEM_POOL == base.SYSTEM_POOL
-    assert kl.GPU_TAINT == {"key": base.GPU_TAINT_KEY, "value": base.GPU_TAINT_VALUE, "effect": "NoSchedule"}
+    assert kl.GPU_TAINT == {"key": render_types.GPU_TAINT_KEY, "value": base.GPU_TAINT_VALUE, "effect": "NoSchedule"}
 
 
 def test_demo_groups(demo):

@@ -387,10 +387,11 @@ def test_ci_runs_the_readme_test_command_as_a_users_shell_and_fails_when_pytest_
     log = tmp_path / "log"
     stub = ("#!/bin/sh\n"
             f'echo "$(basename "$0") $* B=${{PYTHONDONTWRITEBYTECODE-unset}} U=${{PYTHONUNBUFFERED-unset}}" >> {log}\n'
-            'case "$*" in *"-m pytest"*) exit "${PYTEST_EXIT:-0}";; esac\n')
+            'case "$*" in *"-m pytest"*) exit "${PYTEST_EXIT:-0}";; esac\n'
+            'case "$(basename "$0")" in ruff|mypy) exit "${GATE_EXIT:-0}";; esac\n')
     fake_python3 = ("#!/bin/sh\n"  # `python3 -m venv venv`: a venv of stubs
                     'mkdir -p venv/bin\n'
-                    f'for tool in pip modelplane python; do printf \'%s\' \'{stub}\' > venv/bin/$tool; '
+                    f'for tool in pip modelplane python ruff mypy; do printf \'%s\' \'{stub}\' > venv/bin/$tool; '
                     'chmod +x venv/bin/$tool; done\n')
     (bin_dir / "python3").write_text(fake_python3)
     (bin_dir / "python3").chmod(0o755)
@@ -405,6 +406,12 @@ def test_ci_runs_the_readme_test_command_as_a_users_shell_and_fails_when_pytest_
         assert pytest_line == "python -m pytest B=unset U=unset"
         [fetch_line] = [line for line in log.read_text().splitlines() if "fetch_crds.py" in line]
         assert fetch_line.startswith("python scripts/fetch_crds.py") and "--from" not in fetch_line  # no mirror beside
+        gate = [line.split(" B=")[0] for line in log.read_text().splitlines() if line.startswith(("ruff", "mypy"))]
+        assert gate == ["ruff check modelplane scripts", "ruff format --check modelplane scripts", "mypy "]
+    log.write_text("")  # a lint or type finding fails CI before the tests run
+    done = subprocess.run(["bash", str(clone / ".ci" / "run")], env={**env, "GATE_EXIT": "1"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "-m pytest" not in log.read_text()
 
 
 def test_ci_fills_the_cache_before_the_readme_test_command() -> None:

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from modelplane.api import ConfigError, load_fleet
 from modelplane.api.stackfile import read_stack_file
-from conftest import REPO
+from builders import REPO
 
 BASES = [read_stack_file(REPO / "stacks" / f"Pulumi.{name}.yaml").config for name in ("demo", "cloud")]
 

@@ -6,12 +6,12 @@ import dataclasses
 import pulumi
 import pytest
 
-from conftest import MOCKS, MONITOR, REPO
+from builders import REPO
 from modelplane.api.mirror import Mirror
 from modelplane.infra.kube import helm_release
 from modelplane.render.sources import mirror_release
 from modelplane.render.types import HelmRelease
-from test_program_resources import RELEASE, deploy, stack_config
+from program_run import RELEASE, deploy, stack_config
 
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 OCI = "oci://registry.internal/modelplane-charts"
@@ -72,22 +72,22 @@ def sources(deployed):
 
 
 @pytest.mark.parametrize("stack", ["demo", "cloud"])
-def test_with_an_oci_and_https_mirror_nothing_points_outside_it(stack):
-    config = {**stack_config(REPO, stack), "mirror": {"charts": OCI, "manifests": BASE}}
-    releases, files = sources(deploy(MONITOR, MOCKS, config))
+def test_with_an_oci_and_https_mirror_nothing_points_outside_it(stack, monitor, mocks):
+    config = {**stack_config(stack), "mirror": {"charts": OCI, "manifests": BASE}}
+    releases, files = sources(deploy(monitor, mocks, config))
     outside = [(r.name, r.inputs["chart"]) for r in releases if not r.inputs["chart"].startswith(OCI + "/")]
     outside += [(r.name, r.inputs.get("repositoryOpts")) for r in releases if r.inputs.get("repositoryOpts")]
     outside += [(f.name, f.inputs["file"]) for f in files if not f.inputs["file"].startswith(BASE + "/")]
     assert outside == []
 
 
-def test_with_folder_mirrors_every_release_and_manifest_is_a_local_file(tmp_path, monkeypatch):
+def test_with_folder_mirrors_every_release_and_manifest_is_a_local_file(tmp_path, monkeypatch, monitor, mocks):
     from modelplane.infra import sources as infra_sources
     from modelplane.render.fleet import fleet_sources
     from modelplane.api import load_fleet
 
     charts, manifests = tmp_path / "charts", tmp_path / "manifests"
-    config = {**stack_config(REPO, "demo"), "mirror": {"charts": str(charts), "manifests": str(manifests)}}
+    config = {**stack_config("demo"), "mirror": {"charts": str(charts), "manifests": str(manifests)}}
     fleet = load_fleet(config)
     listing = fleet_sources(fleet)
     for chart in listing.charts:  # the files `modelplane sources` says to put there (contents do not matter here)
@@ -99,7 +99,7 @@ def test_with_folder_mirrors_every_release_and_manifest_is_a_local_file(tmp_path
     checked = []
     # The empty files cannot match the pinned digest: record the check instead of failing on it.
     monkeypatch.setattr(infra_sources, "digest_problem", lambda m, content: checked.append(m.url))
-    releases, files = sources(deploy(MONITOR, MOCKS, config))
+    releases, files = sources(deploy(monitor, mocks, config))
     assert sorted({r.inputs["chart"] for r in releases}) == sorted(str(charts / c.file) for c in listing.charts)
     assert all(not r.inputs.get("repositoryOpts") for r in releases)
     assert {f.inputs["file"] for f in files} == {str(manifests / m.file) for m in listing.manifests}
@@ -143,7 +143,7 @@ def test_check_folder_mirror_lists_every_missing_or_altered_file_before_anything
     from modelplane.render import sources as render_sources
 
     charts, manifests = tmp_path / "charts", tmp_path / "manifests"
-    config = {**stack_config(REPO, "demo"), "mirror": {"charts": str(charts), "manifests": str(manifests)}}
+    config = {**stack_config("demo"), "mirror": {"charts": str(charts), "manifests": str(manifests)}}
     fleet, listing = fill_folder_mirror(config, charts, manifests)
     # Pin every listed manifest to the bytes just written: the folder is then complete and intact.
     for manifest in listing.manifests:
@@ -167,18 +167,18 @@ def test_without_a_folder_mirror_nothing_is_read():
     from modelplane.infra.sources import folder_mirror_problems
 
     for block in (None, {"charts": OCI, "manifests": BASE}):
-        config = {**stack_config(REPO, "demo"), **({"mirror": block} if block else {})}
+        config = {**stack_config("demo"), **({"mirror": block} if block else {})}
         assert folder_mirror_problems(load_fleet(config)) == []
 
 
-def test_the_program_with_an_incomplete_folder_mirror_registers_nothing(tmp_path, monitor):
+def test_the_program_with_an_incomplete_folder_mirror_registers_nothing(tmp_path, monitor, mocks):
     charts, manifests = tmp_path / "charts", tmp_path / "manifests"
-    config = {**stack_config(REPO, "demo"), "mirror": {"charts": str(charts), "manifests": str(manifests)}}
+    config = {**stack_config("demo"), "mirror": {"charts": str(charts), "manifests": str(manifests)}}
     _, listing = fill_folder_mirror(config, charts, manifests)
     (charts / listing.charts[0].file).unlink()
     with pytest.raises(Exception, match="problems? with the mirror folder"):
-        deploy(MONITOR, MOCKS, config)
-    assert [r for r in MONITOR.registrations if r.type.startswith("kubernetes:")] == []
+        deploy(monitor, mocks, config)
+    assert [r for r in monitor.registrations if r.type.startswith("kubernetes:")] == []
 
 
 HOSTILE_MANIFEST_CHECK = """
@@ -186,10 +186,10 @@ import os, sys
 sys.path[:0] = [{tests!r}, {repo!r}]
 from pathlib import Path
 from test_mirror_program import fill_folder_mirror
-from test_program_resources import stack_config
+from builders import stack_config
 from modelplane.infra.sources import folder_mirror_problems
 charts, manifests = Path({folder!r}) / "charts", Path({folder!r}) / "manifests"
-config = {{**stack_config(Path({repo!r}), "demo"), "mirror": {{"charts": str(charts), "manifests": str(manifests)}}}}
+config = {{**stack_config("demo"), "mirror": {{"charts": str(charts), "manifests": str(manifests)}}}}
 fleet, listing = fill_folder_mirror(config, charts, manifests)
 target = manifests / listing.manifests[0].file
 for make in (lambda: target.symlink_to("/dev/zero"), lambda: os.mkfifo(target),

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from lupa import LuaError, luajit21
 
+from envoy_lua import LIMIT, FakeHandle, on_request
 from modelplane.render.model_router import MODEL_PATHS, hop_router_lua, model_router_lua, models_list_body
 from modelplane.render.types import MODEL_HEADER
 
@@ -26,90 +27,12 @@ CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
 
 
-# --- a fake of Envoy's stream handle (lupa drops the Lua `self` that `handle:f()` passes) -------------
-
-class FakeBuffer:
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def length(self):
-        return len(self.data)
-
-    def setBytes(self, data):
-        self.data = bytes(data)
-
-    def getBytes(self, index, length):
-        index, length = int(index), int(length)
-        if index < 0 or index + length > len(self.data):
-            raise IndexError("index + length must not exceed the buffer")  # Envoy raises a Lua error too
-        return self.data[index:index + length]
-
-
-class FakeHeaders:
-    def __init__(self, headers: dict[str, str]):
-        self.values = {k.encode(): v.encode() for k, v in headers.items()}
-
-    def get(self, key):
-        return self.values.get(key)
-
-    def getNumValues(self, key):
-        return int(key in self.values)
-
-    def replace(self, key, value):
-        self.values[key] = value
-
-    def remove(self, key):
-        self.values.pop(key, None)
-
-    def text(self, key: str) -> str | None:
-        value = self.values.get(key.encode())
-        return None if value is None else value.decode()
-
-
-class FakeHandle:
-    def __init__(self, path: str, method: str = "POST", body: bytes | None = None, headers=None):
-        self.headers_ = FakeHeaders({":path": path, ":method": method, **(headers or {})})
-        self.buffer = None if body is None else FakeBuffer(body)
-        self.body_read = False
-        self.route_cleared = False
-        self.response = None  # (headers, body) once the script answered
-
-    def headers(self):
-        return self.headers_
-
-    def body(self):
-        self.body_read = True
-        return self.buffer
-
-    def respond(self, headers, body):
-        assert self.response is None, "respond called twice"
-        self.response = ({k.decode(): v.decode() for k, v in headers.items()}, body)
-
-    def clearRouteCache(self):
-        self.route_cleared = True
-
-    def logDebug(self, _msg):
-        pass
-
-    logInfo = logWarn = logDebug
-
-
-LIMIT = 4 * 1024 * 1024
-
-
-def _on_request(script: str) -> object:
-    """`envoy_on_request` of a fresh LuaJIT running `script`; strings cross as bytes, as in Envoy."""
-    lua = luajit21.LuaRuntime(encoding=None, unpack_returned_tuples=True)
-    lua.execute(script.encode())
-    return lua.globals().envoy_on_request
-
-
 def load(models, engine_names=None, body_limit=LIMIT) -> object:
-    return _on_request(model_router_lua(models, engine_names, body_limit))
+    return on_request(model_router_lua(models, engine_names, body_limit))
 
 
 def load_hop(renames, body_limit=LIMIT) -> object:
-    return _on_request(hop_router_lua(renames, body_limit))
+    return on_request(hop_router_lua(renames, body_limit))
 
 
 ON_REQUEST = load(MODELS)

@@ -23,8 +23,8 @@ from modelplane.status.kubeconfig import parse_kubeconfig
 from modelplane.status.live import read_cluster
 from modelplane.status.probe import ProbeTarget, probe
 from test_scheduler import CLASSES, cluster, deployment, member, plan
-from test_status_cli import NAMESPACE, US, kubeconfig_text
-from test_status_hostile import Hostile, answer
+from status_fakes import NAMESPACE, US, kubeconfig_text
+from status_fakes import Hostile, answer
 
 GPU = {"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",
        "capacity": {"memory": {"value": "80Gi"}}}

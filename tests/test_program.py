@@ -1,22 +1,16 @@
 """The Pulumi program under mocks: same Fleet as the CLI, bad config stops before any resource."""
 from __future__ import annotations
 
-import json
 
 import pulumi
 import pytest
 
 from builders import fleet_config, floats
+from program_run import set_stack_config
 from modelplane.api import load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import program
-from modelplane.infra.config import load_fleet_from_pulumi, secret_output
-
-
-def set_stack_config(config: dict, secret_keys: tuple[str, ...] = ()) -> None:
-    """What the engine hands the program: `modelplane:` keys, structured values as JSON text."""
-    pulumi.runtime.set_all_config({f"modelplane:{k}": json.dumps(v) for k, v in config.items()},
-                                  [f"modelplane:{k}" for k in secret_keys])
+from modelplane.infra.config import load_fleet_from_pulumi
 
 
 @pytest.mark.parametrize("stack", ["demo", "cloud"])
@@ -35,27 +29,30 @@ def test_invalid_config_fails_before_any_resource(mocks):
     assert mocks.created == []
 
 
-def test_unknown_keys_in_pulumi_config_are_rejected():
+def test_unknown_keys_in_pulumi_config_are_rejected(mocks, caplog):
     pulumi.runtime.set_all_config({"modelplane:modelDeploymnets": "{}", "aws:region": "us-east-1"})
-    with pytest.raises(pulumi.RunError):
+    with pytest.raises(pulumi.RunError, match="^1 error in the modelplane stack config"):
         program.run()
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["modelplane:modelDeploymnets: unknown config key; did you mean 'modelDeployments'?"]
+    assert mocks.created == []  # another program's keys (aws:region) are not this program's business
 
 
-@pulumi.runtime.test
-def test_kubeconfig_from_config_stays_a_secret():
-    config = {"inferenceClusters": {"rack": {"cluster": {"source": "Existing",
-                                                         "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}}}}
+def test_kubeconfig_from_config_stays_a_secret(monitor):
+    """The kubeconfig the engine hands over as a secret reaches the cluster's provider as a secret."""
+    kubeconfig = "apiVersion: v1\nkind: Config\n"
+    config = {"inferenceClusters": {"rack": {"cluster": {"source": "Existing", "existing": {"kubeconfig": kubeconfig}}}}}
     set_stack_config(config, secret_keys=("inferenceClusters",))
-    fleet = program.run().fleet
-    kubeconfig = secret_output(fleet.inference_clusters["rack"].cluster.existing.kubeconfig)
-    assert "apiVersion" not in repr(fleet)
+    ran = {}
 
-    def check(args):
-        value, is_secret = args
-        assert value.startswith("apiVersion: v1") and is_secret is True
+    @pulumi.runtime.test
+    def up():
+        ran["fleet"] = program.run().fleet
 
-    return pulumi.Output.all(kubeconfig, pulumi.Output.from_input(kubeconfig.is_secret())).apply(check)
-
+    up()
+    assert kubeconfig not in repr(ran["fleet"])
+    [provider] = [r for r in monitor.registrations if r.type == "pulumi:providers:kubernetes"]
+    assert provider.inputs["kubeconfig"] == kubeconfig and "kubeconfig" in provider.secret_inputs
 
 
 @pulumi.runtime.test

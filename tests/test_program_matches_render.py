@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-import conftest
-from conftest import MOCKS, MONITOR, REPO, Registration
+import pulumi_recording
+from pulumi_recording import Registration
 from k8s_validation import integral_floats_to_int
 from modelplane.api import load_fleet
 from modelplane.infra.backends.kind import ipv4_subnet
@@ -37,7 +37,7 @@ from modelplane.render.front_door import front_door_stack
 from modelplane.render.metallb import ADDRESS_POOL, kind_address_pools, kind_cluster_names
 from modelplane.render.types import ClusterManifests, ClusterStack, HelmRelease
 from builders import traefik_front_door
-from test_program_resources import Deployed, deploy, stack_config
+from program_run import Deployed, deploy, stack_config
 
 PROVIDER = "pulumi:providers:kubernetes"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -54,7 +54,7 @@ OTHER_NETWORK = "192.168.96.0/20"
 
 
 def cloud_config() -> dict:
-    config = stack_config(REPO, "cloud")
+    config = stack_config("cloud")
     config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": SAAS_KEY}
     config["modelCaches"]["ml-team"]["qwen3-8b"]["huggingFace"]["token"] = HF_TOKEN
     return config
@@ -62,24 +62,24 @@ def cloud_config() -> dict:
 
 def mocked_network() -> str:
     """The kind network the mocked `docker network inspect` reports (what the kind backend carves from)."""
-    stdout = conftest.OUTPUT_HOOKS["command:local:Command"]({"create": "docker network inspect kind"})["stdout"]
+    stdout = pulumi_recording.OUTPUT_HOOKS["command:local:Command"]({"create": "docker network inspect kind"})["stdout"]
     return ipv4_subnet(stdout, "kind")
 
 
-def deploy_on_network(config: dict, network: str) -> Deployed:
+def deploy_on_network(recording, config: dict, network: str) -> Deployed:
     """The program with `docker network inspect` reporting `network` as the kind network."""
-    hook = conftest.OUTPUT_HOOKS["command:local:Command"]
+    hook = pulumi_recording.OUTPUT_HOOKS["command:local:Command"]
 
     def other(inputs: dict) -> dict:
         if "docker network inspect" in inputs.get("create", ""):
             return {"stdout": json.dumps([{"Subnet": network}]), "stderr": ""}
         return hook(inputs)
 
-    conftest.OUTPUT_HOOKS["command:local:Command"] = other
+    pulumi_recording.OUTPUT_HOOKS["command:local:Command"] = other
     try:
-        return deploy(MONITOR, MOCKS, config)
+        return deploy(*recording, config)
     finally:
-        conftest.OUTPUT_HOOKS["command:local:Command"] = hook
+        pulumi_recording.OUTPUT_HOOKS["command:local:Command"] = hook
 
 
 @dataclass
@@ -93,12 +93,12 @@ class Run:
     stacks: dict[str, ClusterStack] = field(default_factory=dict)
 
 
-def run(config: dict, network: str | None = None) -> Run:
-    deployed = deploy_on_network(config, network) if network else deploy(MONITOR, MOCKS, config)
+def run(recording, config: dict, network: str | None = None) -> Run:
+    deployed = deploy_on_network(recording, config, network) if network else deploy(*recording, config)
     fleet = load_fleet(config)
     out = Run(deployed, fleet, network or mocked_network())
     # A workload gateway's address is known once it is programmed: the mocks report one per Gateway.
-    address = conftest._gateway_status({"metadata": {"name": "inference-gateway"}})["status"]["addresses"][0]["value"]
+    address = pulumi_recording.gateway_status({"metadata": {"name": "inference-gateway"}})["status"]["addresses"][0]["value"]
     out.rendered = render_fleet(fleet, deployed.result, {name: address for name in fleet.inference_clusters})
     out.stacks = {name: workload_stack(fleet, name) for name in fleet.inference_clusters}
     if fleet.inference_gateway is not None:
@@ -108,7 +108,7 @@ def run(config: dict, network: str | None = None) -> Run:
 
 def own_front_door_config() -> dict:
     """The demo with its front door on Traefik, on an Existing cluster that already has the Gateway API CRDs."""
-    config = stack_config(REPO, "demo")
+    config = stack_config("demo")
     gateway = traefik_front_door(config["inferenceGateway"])
     gateway["cluster"] = {"source": "Existing", "existing": {"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
     gateway["traefik"]["metallb"] = {"addressPool": "192.168.10.200-192.168.10.250"}
@@ -117,12 +117,12 @@ def own_front_door_config() -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict[str, Run]:
-    return {"demo": run(stack_config(REPO, "demo")),
-            "demo-other-network": run(stack_config(REPO, "demo"), OTHER_NETWORK),
-            "cloud": run(cloud_config()),
-            "demo-own-front-door": run(own_front_door_config()),
-            "demo-traefik": run(traefik_config())}
+def runs(recording) -> dict[str, Run]:
+    return {"demo": run(recording, stack_config("demo")),
+            "demo-other-network": run(recording, stack_config("demo"), OTHER_NETWORK),
+            "cloud": run(recording, cloud_config()),
+            "demo-own-front-door": run(recording, own_front_door_config()),
+            "demo-traefik": run(recording, traefik_config())}
 
 
 STACKS = ["demo", "demo-other-network", "cloud", "demo-own-front-door", "demo-traefik"]
@@ -130,7 +130,7 @@ STACKS = ["demo", "demo-other-network", "cloud", "demo-own-front-door", "demo-tr
 
 def traefik_config() -> dict:
     """The demo with its front door on Traefik and a hand-made endpoint with a credential (a Middleware)."""
-    config = stack_config(REPO, "demo")
+    config = stack_config("demo")
     traefik_front_door(config["inferenceGateway"])
     config["modelEndpoints"] = {"ml-team": {"saas": {"url": "https://api.example.com/", "labels": {"provider": "saas"},
                                                      "auth": {"token": SAAS_KEY}}}}
@@ -366,7 +366,7 @@ def test_placeholders_are_filled_with_what_exists_once_deployed(runs):
     assert set().union(*secrets.values()) == set(SECRETS) - {"modelplane:modelEndpoints.ml-team.saas.auth.token"}
 
 
-def test_the_comparison_fails_when_infra_adds_drops_or_changes_something(monkeypatch):
+def test_the_comparison_fails_when_infra_adds_drops_or_changes_something(monkeypatch, recording):
     """The check itself: an object infra adds, one it drops and a release value it changes are all reported."""
     from modelplane.infra.components import cluster, common, serving_stack
 
@@ -388,7 +388,7 @@ def test_the_comparison_fails_when_infra_adds_drops_or_changes_something(monkeyp
     monkeypatch.setattr(cluster, "apply_objects", added)
     monkeypatch.setattr(serving_stack, "install_stack", dropped)
     monkeypatch.setattr(common, "install_releases", changed)
-    mutated = run(stack_config(REPO, "demo"))
+    mutated = run(recording, stack_config("demo"))
     problems = diff(registered_items(mutated.deployed.seen)[0], rendered_items(mutated)[0])
     for cluster_name in ("gpu-eu-west", "gpu-us-east"):
         assert f"deployed but not rendered: ('object', '{cluster_name}', 'v1', 'ConfigMap', 'default', 'sneaky')" \

@@ -1,7 +1,7 @@
 """Resource options the engine receives, pinned by what a user of the stack would notice without them.
 
 The demo and cloud stacks' programs run under the suite's mocks; each registration carries the
-options of its RegisterResource request (`conftest.Registration`: retain_on_delete,
+options of its RegisterResource request (`pulumi_recording.Registration`: retain_on_delete,
 custom_timeouts, ignore_changes, delete_before_replace, dependencies, ...). Provider-specific
 settings travel as inputs (a kubernetes Provider's kubeconfig, a node group's
 `ignoreScalingChanges`) and await settings as annotations (`pulumi.com/waitFor`,
@@ -18,11 +18,11 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi_kubernetes import _utilities as k8s_utilities
 
-from conftest import MOCKS, MONITOR, REPO, Registration
+from pulumi_recording import Registration
 from modelplane.infra import deploy as infra_deploy
 from modelplane.infra.components.common import apply_objects, children
 from modelplane.render.secrets import placeholder
-from test_program_resources import PROVIDER, RELEASE, Deployed, Registered, deploy, stack_config
+from program_run import PROVIDER, RELEASE, Deployed, Registered, deploy, stack_config
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -37,17 +37,17 @@ HF_TOKEN = "hf_options_test_token"
 
 
 def cloud_config() -> dict:
-    config = stack_config(REPO, "cloud")
+    config = stack_config("cloud")
     config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": SAAS_KEY}
     config["modelCaches"]["ml-team"]["qwen3-8b"]["huggingFace"]["token"] = HF_TOKEN
     return config
 
 
 @pytest.fixture(scope="module")
-def stacks() -> dict[str, Deployed]:
+def stacks(recording) -> dict[str, Deployed]:
     """Both stacks deployed once under mocks (the cloud one with its two secrets set)."""
-    return {"demo": deploy(MONITOR, MOCKS, stack_config(REPO, "demo")),
-            "cloud": deploy(MONITOR, MOCKS, cloud_config())}
+    return {"demo": deploy(*recording, stack_config("demo")),
+            "cloud": deploy(*recording, cloud_config())}
 
 
 def annotations(r: Registration) -> dict[str, str]:
@@ -95,7 +95,7 @@ def test_tenant_namespaces_survive_stack_deletion_or_last_replica_leaving(stacks
 def test_a_drained_clusters_tenant_namespace_leaves_the_program_and_is_kept(repo, monitor, mocks):
     """The scenario retain_on_delete is for: the last replica leaves gpu-eu-west, its namespace is
     no longer in the program, and the engine would delete it had the first run not retained it."""
-    config = stack_config(repo, "demo")
+    config = stack_config("demo")
     config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = 1
     first = deploy(monitor, mocks, config)
     assert first.seen.named(NAMESPACE, "gpu-eu-west/ml-team").retain_on_delete is True

@@ -7,104 +7,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
 
 import pulumi
 import pytest
 import yaml
-from pulumi.runtime.settings import get_root_resource
-from pulumi.runtime.sync_await import _sync_await
 
-from builders import floats
-from conftest import MOCKS, MONITOR, REPO
+from program_run import PROVIDER, RELEASE, Deployed, Registered, deploy, set_stack_config, stack_config
 from k8s_validation import assert_valid, integral_floats_to_int
-from modelplane.api.stackfile import read_stack_file
 from modelplane.infra import program
-from modelplane.scheduling import PlanResult
-
-PROVIDER = "pulumi:providers:kubernetes"
-RELEASE = "kubernetes:helm.sh/v3:Release"
-
-
-def set_stack_config(config: dict) -> None:
-    pulumi.runtime.set_all_config({f"modelplane:{k}": json.dumps(v) for k, v in config.items()})
-
-
-def stack_config(repo, stack: str) -> dict:
-    return read_stack_file(repo / "stacks" / f"Pulumi.{stack}.yaml").config
-
-
-
-@dataclass
-class Deployed:
-    result: PlanResult
-    seen: "Registered"
-    outputs: dict
-
-
-def deploy(monitor, mocks, config: dict, previous: PlanResult | None = None) -> Deployed:
-    """One `pulumi up` under mocks, returned once every resource is registered.
-
-    `previous` is fed back as this stack's last `placement` output (numbers as floats, as a stack
-    reference reads them).
-    """
-    captured = {}
-    monitor.registrations.clear()
-    mocks.stack_outputs = {"placement": floats(previous.document_data())} if previous is not None else {}
-
-    @pulumi.runtime.test
-    def up():
-        set_stack_config(config)
-        ran = program.run()
-        return ran.result.apply(lambda r: captured.setdefault("result", r))
-
-    up()
-    outputs = {key: _sync_await(pulumi.Output.from_input(value).future())
-               for key, value in get_root_resource().outputs.items()}
-    return Deployed(captured["result"], Registered(monitor.registrations), outputs)
-
-
-class Registered:
-    """Views of the monitor's registrations."""
-
-    def __init__(self, registrations):
-        self.all = list(registrations)
-        self.by_urn = {r.urn: r for r in self.all}
-
-    def of_type(self, type_: str):
-        return [r for r in self.all if r.type == type_]
-
-    def named(self, type_: str, name: str):
-        matches = [r for r in self.all if r.type == type_ and r.name == name]
-        assert len(matches) == 1, (type_, name, [r.name for r in self.of_type(type_)])
-        return matches[0]
-
-    def children(self, parent):
-        return [r for r in self.all if r.parent == parent.urn]
-
-    def ancestors(self, registration):
-        out = []
-        while registration.parent and registration.parent in self.by_urn:
-            registration = self.by_urn[registration.parent]
-            out.append(registration)
-        return out
-
-    def provider_of(self, registration) -> str | None:
-        return registration.provider_name
-
-    def engine_of(self, replica: str):
-        """The replica's engine Deployment (the other Deployment is its endpoint picker, `-epp`)."""
-        component = self.named("modelplane:index:ModelReplica", replica)
-        [engine] = [r for r in self.children(component)
-                    if r.type == "kubernetes:apps/v1:Deployment" and not r.name.endswith("-epp")]
-        return engine
-
 
 # --- demo ------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def demo() -> Deployed:
-    return deploy(MONITOR, MOCKS, stack_config(REPO, "demo"))
+def demo(recording) -> Deployed:
+    return deploy(*recording, stack_config("demo"))
 
 
 def test_demo_has_a_provider_per_cluster_and_every_kubeconfig_is_secret(demo):
@@ -239,7 +155,7 @@ def replica_components(seen: Registered) -> list[str]:
 
 
 def test_second_run_keeps_every_replica_and_its_resources(repo, monitor, mocks):
-    config = stack_config(repo, "demo")
+    config = stack_config("demo")
     first = deploy(monitor, mocks, config)
     again = deploy(monitor, mocks, config, previous=first.result)
     assert {r.status for r in again.result.replicas()} == {"retained"}
@@ -249,7 +165,7 @@ def test_second_run_keeps_every_replica_and_its_resources(repo, monitor, mocks):
 
 
 def test_a_drained_replica_is_replaced_and_the_route_waits_for_the_replacement(repo, monitor, mocks):
-    config = stack_config(repo, "demo")
+    config = stack_config("demo")
     config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = 1
     first = deploy(monitor, mocks, config)
     [before] = first.result.replicas()
@@ -271,7 +187,7 @@ def test_a_drained_replica_is_replaced_and_the_route_waits_for_the_replacement(r
 
 
 def test_bad_config_registers_nothing(repo, monitor):
-    config = stack_config(repo, "demo")
+    config = stack_config("demo")
     config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = -1
     set_stack_config(config)
     with pytest.raises(pulumi.RunError, match="nothing was changed"):
@@ -292,7 +208,7 @@ def kubernetes_objects(seen: Registered) -> dict[str, list[dict]]:
 
 @pytest.mark.parametrize("stack", ["demo"])
 def test_every_applied_object_is_valid_against_the_real_schemas(repo, monitor, mocks, stack):
-    deployed = deploy(monitor, mocks, stack_config(repo, stack))
+    deployed = deploy(monitor, mocks, stack_config(stack))
     per_cluster = kubernetes_objects(deployed.seen)
     assert sorted(per_cluster) == ["control", "gpu-eu-west", "gpu-us-east"]
     for objects in per_cluster.values():
@@ -306,11 +222,11 @@ HF_TOKEN = "hf_test_token_value"
 
 
 @pytest.fixture(scope="module")
-def cloud() -> Deployed:
-    config = stack_config(REPO, "cloud")
+def cloud(recording) -> Deployed:
+    config = stack_config("cloud")
     config["modelEndpoints"]["ml-team"]["together"]["auth"] = {"token": SAAS_KEY}
     config["modelCaches"]["ml-team"]["qwen3-8b"]["huggingFace"]["token"] = HF_TOKEN
-    return deploy(MONITOR, MOCKS, config)
+    return deploy(*recording, config)
 
 
 def test_cloud_has_a_provider_per_cluster_fed_by_its_cloud(cloud):

@@ -18,7 +18,7 @@ import pytest
 from modelplane.infra import program
 from modelplane.infra.provider_tmpdir import MARKER, Folder, folder_facts, temp_folder_warning
 from modelplane.api.stackfile import read_stack_file
-from test_program import set_stack_config
+from program_run import set_stack_config
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = REPO / "scripts" / "private-tmpdir.sh"

@@ -10,7 +10,7 @@ from functools import lru_cache
 import pytest
 import yaml
 
-from conftest import REPO
+from builders import REPO
 from k8s_validation import validate_object
 from modelplane.api import NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file

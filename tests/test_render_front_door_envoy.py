@@ -10,28 +10,23 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from builders import fleet_config
+from builders import fleet_config, stack_config
 from k8s_validation import validate_object
 from modelplane.api import ConfigError, load_fleet
-from modelplane.api.stackfile import read_stack_file
 from modelplane.render import front_door as fd
+from modelplane.render import envoy_policy
 from modelplane.render import front_door_envoy as envoy
+from modelplane.render import front_door_envoy_routes as envoy_routes
 from modelplane.render.model_router import MODEL_PATHS
 from modelplane.scheduling import child_name, schedule
 
-STACKS = Path(__file__).resolve().parent.parent / "stacks"
 TOKEN = "sk-live-DO-NOT-RENDER-4242"
 GATEWAY = {"clusterName": "control", "cluster": {"source": "Kind"},
            "envoyGateway": {"loadBalancer": "MetalLB", "metallb": {}}}
 MOCK = {"modelplane.ai/deployment": "mock-demo"}
-
-
-def stack_config(name: str) -> dict:
-    return read_stack_file(STACKS / f"Pulumi.{name}.yaml").config
 
 
 def front_door(config: dict, addresses: dict[str, str] | None = None):
@@ -177,7 +172,7 @@ def test_a_replica_is_reached_through_its_clusters_gateway_by_its_own_host_name(
     backends = by_kind(manifests.objects, "Backend")
     for replica in schedule(fleet).replicas():
         [endpoint] = backends[replica.name]["spec"]["endpoints"]
-        assert endpoint == {"fqdn": {"hostname": f"{envoy.gateway_alias(replica.cluster)}.modelplane-system.svc."
+        assert endpoint == {"fqdn": {"hostname": f"{envoy_routes.gateway_alias(replica.cluster)}.modelplane-system.svc."
                                                  "cluster.local", "port": 80},
                             "hostname": f"{replica.name}.ml-team.replica.modelplane.internal"}
         assert "fallback" not in backends[replica.name]["spec"]
@@ -326,7 +321,7 @@ def test_the_fallback_tier_takes_traffic_only_as_the_service_says(fallback, fact
                          "name": "httproute/ml-team/mock/rule/0",
                          "operation": {"op": "add", "path": "/load_assignment/policy",
                                        "value": {"overprovisioning_factor": factor}}}]}
-    assert round(envoy.spill_threshold(factor), 2) == threshold
+    assert round(envoy_policy.spill_threshold(factor), 2) == threshold
     assert_valid(manifests.objects)
 
 
@@ -554,7 +549,7 @@ def test_a_reference_config_with_a_traefik_block_keeps_traefik():
 ])
 def test_every_routed_name_reaches_its_engines_under_the_name_they_answer(stack, sent, served):
     """Finding 4: `ml-team/chat` went to replicas started with --served-model-name=qwen3-8b (vLLM answers 404)."""
-    from test_model_router import FakeHandle, _on_request
+    from envoy_lua import FakeHandle, on_request as _on_request
 
     _, manifests = front_door(stack_config(stack))
     script = by_kind(manifests.objects, "EnvoyExtensionPolicy")["model-router"]["spec"]["lua"][0]["inline"]

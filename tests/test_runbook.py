@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from modelplane import runbook
+from modelplane.api import locked_write
 from modelplane.api import ConfigError, ModelplaneError
 
 DRAIN = "modelplane.ai/drain"
@@ -73,6 +74,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # processes per case
 @pytest.mark.parametrize("stack, args, expected", CASES, ids=[" ".join([s, *a]) for s, a, _ in CASES])
 def test_a_command_changes_only_its_lines(repo, tmp_path, stack, args, expected):
     path = copy_stack(repo, tmp_path, stack)
@@ -105,6 +107,7 @@ def test_scale_prints_the_change_the_pulumi_command_the_plan_and_the_next_step(r
     ]
 
 
+@pytest.mark.slow  # processes per case
 def test_secure_values_are_kept(repo, tmp_path):
     path = copy_stack(repo, tmp_path, "demo")
     text = path.read_text().replace(
@@ -145,6 +148,7 @@ ERRORS = [
 ]
 
 
+@pytest.mark.slow  # processes per case
 @pytest.mark.parametrize("args, issue", ERRORS, ids=[" ".join(a) for a, _ in ERRORS])
 def test_errors_exit_2_and_leave_the_file_alone(repo, tmp_path, args, issue):
     path = copy_stack(repo, tmp_path, "demo")
@@ -185,6 +189,7 @@ def taints(path) -> list | None:
     return config["modelplane:inferenceClusters"]["gpu-eu-west"].get("taints")
 
 
+@pytest.mark.slow  # processes per case
 def test_drain_escalates_one_taint_and_undrain_restores_the_file(repo, tmp_path):
     path = copy_stack(repo, tmp_path, "demo")
     original = path.read_bytes()
@@ -246,6 +251,7 @@ def condition(document: dict) -> dict:
     return document["deployments"][0]["conditions"][0]
 
 
+@pytest.mark.slow  # processes per case
 def test_drain_story_through_the_commands(repo, tmp_path):
     story = Story(repo, tmp_path)
     original = story.file.read_bytes()
@@ -379,17 +385,17 @@ def test_write_atomically_leaves_the_file_alone_when_the_check_fails(tmp_path):
         raise ModelplaneError("no")
 
     with pytest.raises(ModelplaneError):
-        runbook.write_atomically(path, "new\n", "old\n", refuse)
+        locked_write.write_atomically(path, "new\n", "old\n", refuse)
     assert path.read_text() == "old\n" and os.listdir(tmp_path) == [path.name]
-    assert runbook.write_atomically(path, "new\n", "old\n", lambda temp: "ok") == "ok"
+    assert locked_write.write_atomically(path, "new\n", "old\n", lambda temp: "ok") == "ok"
     assert path.read_text() == "new\n" and oct(path.stat().st_mode & 0o777) == "0o640"
     with pytest.raises(ModelplaneError, match="changed while it was being edited"):
-        runbook.write_atomically(path, "newer\n", "old\n", lambda temp: None)
+        locked_write.write_atomically(path, "newer\n", "old\n", lambda temp: None)
     assert path.read_text() == "new\n" and os.listdir(tmp_path) == [path.name]
 
 
 def test_runbook_stays_out_of_pulumi_and_infra():
     from test_layers import PACKAGE, imports_of
 
-    for name in imports_of(PACKAGE / "runbook.py"):
+    for name in imports_of(PACKAGE / "runbook.py") | imports_of(PACKAGE / "yaml_splice.py"):
         assert not name.startswith(("pulumi", "modelplane.infra", "modelplane.cli")), name

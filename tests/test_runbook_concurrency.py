@@ -18,7 +18,8 @@ import time
 import pytest
 import yaml
 
-from modelplane import cli, runbook
+from modelplane import cli
+from modelplane.api import locked_write
 from modelplane.api import ModelplaneError
 
 N = 8
@@ -122,7 +123,7 @@ def test_concurrent_drains_scales_and_undrains_lose_no_edit(repo, tmp_path):
 
 def test_an_edit_waits_for_another_edit_of_the_same_file(repo, tmp_path):
     path = many_stack(repo, tmp_path, 1)
-    with runbook.locked(path):  # as another command would hold it
+    with locked_write.locked(path):  # as another command would hold it
         process = modelplane(repo, "scale", "ml-team/mock-0", "--replicas", 3, "--config", path)
         time.sleep(2.0)
         assert process.poll() is None  # still waiting
@@ -135,8 +136,8 @@ def test_an_edit_waits_for_another_edit_of_the_same_file(repo, tmp_path):
 def test_an_edit_gives_up_waiting_with_a_clear_error(repo, tmp_path, monkeypatch, capsys):
     path = many_stack(repo, tmp_path, 1)
     before = path.read_bytes()
-    monkeypatch.setattr(runbook, "LOCK_TIMEOUT", 0.3)
-    with runbook.locked(path):  # flock: a second open file description in the same process is refused too
+    monkeypatch.setattr(locked_write, "LOCK_TIMEOUT", 0.3)
+    with locked_write.locked(path):  # flock: a second open file description in the same process is refused too
         started = time.monotonic()
         code = cli.main(["drain", "gpu-0", "--config", str(path)])
         waited = time.monotonic() - started
@@ -152,10 +153,10 @@ def test_the_lock_follows_a_symlinked_stack_file_to_its_folder(repo, tmp_path, m
     path = many_stack(repo, real, 1)
     link = tmp_path / "Pulumi.link.yaml"
     link.symlink_to(path)
-    monkeypatch.setattr(runbook, "LOCK_TIMEOUT", 0.2)
-    with runbook.locked(link):
+    monkeypatch.setattr(locked_write, "LOCK_TIMEOUT", 0.2)
+    with locked_write.locked(link):
         with pytest.raises(ModelplaneError, match="another modelplane command is editing"):
-            with runbook.locked(path):
+            with locked_write.locked(path):
                 pass
 
 
@@ -290,7 +291,7 @@ def test_an_interrupted_check_leaves_no_temp_file(tmp_path):
     path = tmp_path / "Pulumi.x.yaml"
     path.write_text("old\n")
     with pytest.raises(KeyboardInterrupt):
-        runbook.write_atomically(path, "new\n", "old\n", failing(KeyboardInterrupt()))
+        locked_write.write_atomically(path, "new\n", "old\n", failing(KeyboardInterrupt()))
     assert path.read_text() == "old\n" and os.listdir(tmp_path) == [path.name]
 
 
@@ -308,11 +309,11 @@ def test_where_a_folder_cannot_be_locked_a_lock_file_beside_the_stack_file_is(tm
         return flock(fd, operation)
 
     monkeypatch.setattr(fcntl, "flock", no_folder_locks)
-    monkeypatch.setattr(runbook, "LOCK_TIMEOUT", 0.2)
-    with runbook.locked(path):
+    monkeypatch.setattr(locked_write, "LOCK_TIMEOUT", 0.2)
+    with locked_write.locked(path):
         assert sorted(os.listdir(tmp_path)) == [".Pulumi.x.yaml.lock", path.name]
         with pytest.raises(ModelplaneError, match=f"another modelplane command is editing {path}"):
-            with runbook.locked(path):
+            with locked_write.locked(path):
                 pass
-    with runbook.locked(path):  # released, and the lock file stays (deleting it would race with a waiter)
+    with locked_write.locked(path):  # released, and the lock file stays (deleting it would race with a waiter)
         assert sorted(os.listdir(tmp_path)) == [".Pulumi.x.yaml.lock", path.name]

@@ -32,6 +32,10 @@ def test_token_soup_never_crashes(expression):
 @given(st.text(max_size=40))
 def test_arbitrary_text_never_crashes(expression):
     try:
-        evaluate(expression, DEVICE)
-    except (SelectorCompileError, SelectorEvaluationError):
-        pass
+        result = evaluate(expression, DEVICE)
+    except (SelectorCompileError, SelectorEvaluationError) as error:
+        assert str(error)  # a refusal says why
+        assert selector_problem(expression) is not None or isinstance(error, SelectorEvaluationError)
+        return
+    assert type(result) is bool  # a selector is a predicate: nothing else ever comes back
+    assert selector_problem(expression) is None  # what `validate` accepts is what evaluates

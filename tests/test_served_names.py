@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from builders import deployment, fleet_config, member
-from conftest import REPO
+from builders import REPO
 from modelplane.api import ConfigError, NamespacedName, load_fleet
 from modelplane.api.served_names import engine_model_name, service_engine_names
 from modelplane.api.stackfile import read_stack_file

@@ -12,7 +12,6 @@ import json
 import os
 import resource
 import socket
-import socketserver
 import subprocess
 import sys
 import threading
@@ -21,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from test_status_cli import (EU, EU_REPLICA, NAMESPACE, TOKEN, US, US_REPLICA, FakeKube, closed_port,  # noqa: F401
+from status_fakes import (EU, EU_REPLICA, NAMESPACE, TOKEN, US, US_REPLICA, FakeKube, closed_port,  # noqa: F401
                              demo_placement, fleet, host_of, kubeconfig_text, pki, pod, tls_server)
+from status_fakes import Hostile, answer, endless_body, trickle  # noqa: F401
 from modelplane.status.kubeconfig import parse_kubeconfig
 from modelplane.status.live import read_cluster, read_clusters
 
@@ -46,72 +46,6 @@ def bounded_status(f, *extra: str, env: dict | None = None) -> tuple[subprocess.
     assert TOKEN not in result.stdout + result.stderr
     assert "\x1b" not in result.stdout + result.stderr
     return result, elapsed
-
-
-class Hostile:
-    """A raw TCP server on 127.0.0.1 that reads a request's head and then runs `behave(connection)`."""
-
-    def __init__(self, behave):
-        self.stopped = threading.Event()
-        hostile = self
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self):
-                data = b""
-                self.request.settimeout(5)
-                try:
-                    while b"\r\n\r\n" not in data:
-                        chunk = self.request.recv(65536)
-                        if not chunk:
-                            return
-                        data += chunk
-                    behave(self.request, hostile.stopped)
-                except OSError:  # the client gave up: what it should do
-                    pass
-
-        class Server(socketserver.ThreadingTCPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def trickle(interval: float):
-    """A status line, then one byte of a header every `interval` seconds, forever."""
-    def behave(connection, stopped):
-        connection.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
-        while not stopped.wait(interval):
-            connection.sendall(b"a")
-    return behave
-
-
-def endless_body(connection, stopped):
-    """A chunked answer that never ends, as fast as the client reads."""
-    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-    block = b"%x\r\n%s\r\n" % (1 << 16, b" " * (1 << 16))
-    while not stopped.is_set():
-        connection.sendall(block)
-
-
-def answer(status: int, body: bytes):
-    def behave(connection, stopped):
-        connection.sendall(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                           b"Connection: close\r\n\r\n%s" % (status, len(body), body))
-    return behave
 
 
 def serve_hostile_us(f, behave) -> Hostile:

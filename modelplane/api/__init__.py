@@ -1,4 +1,5 @@
 """The fleet API: pydantic models of every kind, the Fleet aggregate, and config loading (pure)."""
+
 from .common import SecretValue
 from .errors import ConfigError, ConfigIssue, ModelplaneError, StackFileError, format_path
 from .fleet import Fleet, NamespacedName
@@ -12,8 +13,23 @@ from .model_service import ModelEndpoint, ModelService
 from .serving_stack import ServingStack, ServingStackConfig
 
 __all__ = [
-    "ConfigError", "ConfigIssue", "Fleet", "InferenceClass", "InferenceCluster", "InferenceGateway", "KINDS",
-    "ModelCache", "ModelDeployment", "ModelEndpoint", "ModelService",
-    "ModelplaneError", "NamespacedName", "SecretValue", "ServingStack", "ServingStackConfig", "StackFileError",
-    "format_path", "load_fleet",
+    "KINDS",
+    "ConfigError",
+    "ConfigIssue",
+    "Fleet",
+    "InferenceClass",
+    "InferenceCluster",
+    "InferenceGateway",
+    "ModelCache",
+    "ModelDeployment",
+    "ModelEndpoint",
+    "ModelService",
+    "ModelplaneError",
+    "NamespacedName",
+    "SecretValue",
+    "ServingStack",
+    "ServingStackConfig",
+    "StackFileError",
+    "format_path",
+    "load_fleet",
 ]

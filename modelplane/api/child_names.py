@@ -6,10 +6,11 @@ characters get children that differ only in those 20 bits, so two long endpoint 
 derive the same child name. `render` would then refuse the stack as a bug; `validate` refuses
 it first, naming both endpoints.
 """
+
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping
+from collections.abc import Mapping
 
 from .errors import ConfigIssue
 
@@ -35,15 +36,22 @@ def endpoint_name_clashes(endpoints: Mapping, key: str = "modelEndpoints") -> li
     owners: dict[tuple[str, str], tuple[str, str]] = {}  # (namespace, object name) -> (endpoint, what)
     issues = []
     for endpoint in sorted(endpoints, key=lambda k: (k.namespace, k.name)):
-        derived = [(endpoint.name, "its Service")] + [(child_name(endpoint.name, s), f"its {s} object")
-                                                       for s in ENDPOINT_CHILDREN]
+        derived = [(endpoint.name, "its Service")] + [
+            (child_name(endpoint.name, s), f"its {s} object") for s in ENDPOINT_CHILDREN
+        ]
         for name, what in derived:
             other = owners.get((endpoint.namespace, name))
             if other is not None and other[0] != endpoint.name:
-                issues.append(ConfigIssue((key, endpoint.namespace, endpoint.name), (
-                    f"{what} would be named {name}, as is {other[1]} of endpoint {other[0]}: names that agree in "
-                    f"their first {MAX_PREFIX} characters can derive the same object name; shorten or rename one "
-                    "of the two endpoints")))
+                issues.append(
+                    ConfigIssue(
+                        (key, endpoint.namespace, endpoint.name),
+                        (
+                            f"{what} would be named {name}, as is {other[1]} of endpoint {other[0]}: names that agree in "
+                            f"their first {MAX_PREFIX} characters can derive the same object name; shorten or rename one "
+                            "of the two endpoints"
+                        ),
+                    )
+                )
                 break
         for name, what in derived:
             owners.setdefault((endpoint.namespace, name), (endpoint.name, what))

@@ -1,8 +1,10 @@
 """Building blocks shared by every kind: the model base, rule violations, secrets, label maps."""
+
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.alias_generators import to_camel
@@ -53,7 +55,9 @@ class Rules:
     def unique_names(self, list_field: str, items: Iterable[Any], noun: str, scope: str = "") -> None:
         """Every item of `list_field` has its own `.name` (the reference's list-map keys)."""
         for i, name in duplicates(item.name for item in items):
-            self.fail([list_field, i, "name"], f"{noun} {shown(name)} is listed twice; {noun} names must be unique{scope}")
+            self.fail(
+                [list_field, i, "name"], f"{noun} {shown(name)} is listed twice; {noun} names must be unique{scope}"
+            )
 
     def raise_if_any(self) -> None:
         if self.problems:
@@ -79,7 +83,7 @@ class SecretValue:
     infra layer wraps in `pulumi.Output.secret`. Its repr never shows either.
     """
 
-    __slots__ = ("plaintext", "ciphertext", "declared_secure")
+    __slots__ = ("ciphertext", "declared_secure", "plaintext")
     shown_as = "a secret value"  # what a message says instead of the value
 
     def __init__(self, plaintext: str | None = None, *, ciphertext: str | None = None, declared_secure: bool = True):
@@ -93,18 +97,23 @@ class SecretValue:
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SecretValue) and (self.plaintext, self.ciphertext) == (other.plaintext, other.ciphertext)
+        return isinstance(other, SecretValue) and (self.plaintext, self.ciphertext) == (
+            other.plaintext,
+            other.ciphertext,
+        )
 
     def __hash__(self) -> int:
         return hash((self.plaintext, self.ciphertext))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        def coerce(value: Any) -> "SecretValue":
+        def coerce(value: Any) -> SecretValue:
             if isinstance(value, SecretValue):
                 if value.plaintext is None and not value.ciphertext:
-                    raise ValueError("is a `secure:` entry without ciphertext; set the secret again: "
-                                     "`pulumi config set --secret --path '<this path>' <value>`")
+                    raise ValueError(
+                        "is a `secure:` entry without ciphertext; set the secret again: "
+                        "`pulumi config set --secret --path '<this path>' <value>`"
+                    )
                 return value
             if isinstance(value, str) and value:
                 # Plain text here means the program received a decrypted value, or a stack file
@@ -140,7 +149,10 @@ def _label_map(reserved: bool, value_max: int, value_check: bool) -> Callable[[d
         rules = Rules()
         for key, value in labels.items():
             if reserved and key.startswith(syntax.RESERVED_LABEL_PREFIX):
-                rules.fail([key], f"keys under '{syntax.RESERVED_LABEL_PREFIX}' are managed by modelplane; choose another prefix")
+                rules.fail(
+                    [key],
+                    f"keys under '{syntax.RESERVED_LABEL_PREFIX}' are managed by modelplane; choose another prefix",
+                )
             elif (problem := syntax.qualified_name_problem(key)) is not None:
                 rules.fail([key], f"key {problem}")
             if value_check and (problem := syntax.label_value_problem(value)) is not None:

@@ -1,11 +1,14 @@
 """Errors a user can cause, each naming the stack-config path to fix."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
 CONFIG_NAMESPACE = "modelplane"
 
@@ -128,8 +131,24 @@ class ModelplaneError(Exception):
     """Base class of every error a user can cause; the CLI exits 2 on these, without a traceback."""
 
 
+class SourceFile(Protocol):
+    """A file config issues are located in (a `stackfile.StackFile`)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def line_of(self, path: tuple[PathPart, ...]) -> int | None: ...
+
+
 class ConfigError(ModelplaneError):
-    """The stack config is invalid. Holds every issue found, not only the first."""
+    """The stack config is invalid. Holds every issue found, not only the first.
+
+    The command fills in what the printer needs: `stack_file`, the file the issues are in (their lines
+    are shown), and `unchanged`, True when an edit was refused and the file left as it was.
+    """
+
+    stack_file: SourceFile | None = None
+    unchanged: bool = False
 
     def __init__(self, issues: Iterable[ConfigIssue]):
         self.issues = sorted(set(issues), key=ConfigIssue.sort_key)

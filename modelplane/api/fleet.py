@@ -1,8 +1,9 @@
 """The Fleet: the whole stack config as one validated object, keyed the way users address it."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from .errors import ConfigIssue
 from .inference_class import InferenceClass
@@ -70,8 +71,11 @@ class Fleet:
     def serving_stack_for(self, cluster: str) -> ServingStack:
         """The fleet-wide stack with the cluster's overrides; GKE installs the NVIDIA driver elsewhere."""
         inference_cluster = self.inference_clusters[cluster]
-        source_default = ServingStackConfig(nvidia_driver_root=GKE_NVIDIA_DRIVER_ROOT) \
-            if inference_cluster.cluster.source == "GKE" else None
+        source_default = (
+            ServingStackConfig(nvidia_driver_root=GKE_NVIDIA_DRIVER_ROOT)
+            if inference_cluster.cluster.source == "GKE"
+            else None
+        )
         return ServingStack.effective(source_default, self.serving_stack, inference_cluster.serving_stack)
 
     def uses_fake_gpus(self, cluster: str) -> bool:
@@ -80,15 +84,21 @@ class Fleet:
         Those clusters (the kind demo) get the example DRA driver instead of the NVIDIA one.
         """
         pools = self.inference_clusters[cluster].node_pools
-        drivers = {device.driver for pool in pools if (cls := self.inference_classes.get(pool.class_name))
-                   for device in cls.devices if device.claim == "DRA"}
+        drivers = {
+            device.driver
+            for pool in pools
+            if (cls := self.inference_classes.get(pool.class_name))
+            for device in cls.devices
+            if device.claim == "DRA"
+        }
         return FAKE_GPU_DRIVER in drivers
 
     def clusters_matching(self, match_labels: dict[str, str] | None) -> list[str]:
         """Names (sorted) of clusters whose labels contain every pair of `match_labels`."""
         wanted = match_labels or {}
-        return sorted(name for name, cluster in self.inference_clusters.items()
-                      if not missing_labels(cluster.labels, wanted))
+        return sorted(
+            name for name, cluster in self.inference_clusters.items() if not missing_labels(cluster.labels, wanted)
+        )
 
     def deployments_in(self, namespace: str) -> Iterator[tuple[NamespacedName, ModelDeployment]]:
         return ((key, d) for key, d in sorted(self.model_deployments.items()) if key.namespace == namespace)

@@ -1,4 +1,5 @@
 """InferenceClass: a hardware recipe, the devices a node of a pool has, in DRA's vocabulary."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -50,13 +51,17 @@ class Provisioning(ApiModel):
     aks: AKSProvisioning | None = None
 
     @model_validator(mode="after")
-    def _one_block_for_the_provider(self) -> "Provisioning":
+    def _one_block_for_the_provider(self) -> Provisioning:
         rules = Rules()
         wanted = self.provider.lower()
-        rules.check(getattr(self, wanted) is not None, [wanted], f"provider {self.provider} requires the '{wanted}' block")
+        rules.check(
+            getattr(self, wanted) is not None, [wanted], f"provider {self.provider} requires the '{wanted}' block"
+        )
         for other in ("gke", "eks", "aks"):
             if other != wanted and getattr(self, other) is not None:
-                rules.fail([other], f"block '{other}' does not apply to provider {self.provider}; remove it or change provider")
+                rules.fail(
+                    [other], f"block '{other}' does not apply to provider {self.provider}; remove it or change provider"
+                )
         rules.raise_if_any()
         return self
 
@@ -73,14 +78,19 @@ class AttributeValue(ApiModel):
     int_: int | None = Field(default=None, alias="int", ge=INT64_MIN, le=INT64_MAX)
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "AttributeValue":
+    def _exactly_one(self) -> AttributeValue:
         rules = Rules()
         set_fields = [name for name, value in self._typed().items() if value is not None]
-        rules.check(len(set_fields) == 1, [],
-                    "set exactly one of string, version, bool, int"
-                    + (f" (found {', '.join(set_fields)})" if set_fields else ""))
+        rules.check(
+            len(set_fields) == 1,
+            [],
+            "set exactly one of string, version, bool, int"
+            + (f" (found {', '.join(set_fields)})" if set_fields else ""),
+        )
         if self.version is not None:
-            rules.check(syntax.semver_problem(self.version) is None, ["version"], syntax.semver_problem(self.version) or "")
+            rules.check(
+                syntax.semver_problem(self.version) is None, ["version"], syntax.semver_problem(self.version) or ""
+            )
         rules.raise_if_any()
         return self
 
@@ -100,8 +110,6 @@ class CapacityValue(ApiModel):
     value: Quantity
 
 
-
-
 class DeviceSpec(ApiModel):
     """One kind of device on every node of a pool, as a DRA driver would publish it in a ResourceSlice."""
 
@@ -114,11 +122,14 @@ class DeviceSpec(ApiModel):
     capacity: dict[str, CapacityValue] = Field(default_factory=dict, max_length=32)
 
     @model_validator(mode="after")
-    def _dra_rules(self) -> "DeviceSpec":
+    def _dra_rules(self) -> DeviceSpec:
         rules = Rules()
-        rules.check(self.claim != "DRA" or self.device_class_name is not None, ["deviceClassName"],
-                    "is required when claim is DRA (the DeviceClass pods claim this device through, "
-                    "e.g. gpu.nvidia.com); use claim: Synthetic for hardware without a DRA driver")
+        rules.check(
+            self.claim != "DRA" or self.device_class_name is not None,
+            ["deviceClassName"],
+            "is required when claim is DRA (the DeviceClass pods claim this device through, "
+            "e.g. gpu.nvidia.com); use claim: Synthetic for hardware without a DRA driver",
+        )
         for section in ("attributes", "capacity"):
             qualified: dict[str, str] = {}
             for key in getattr(self, section):
@@ -128,8 +139,11 @@ class DeviceSpec(ApiModel):
                 domain, _, ident = key.rpartition("/")
                 full = f"{domain or self.driver}/{ident}"
                 if full in qualified:
-                    rules.fail([section, key], f"is the same {section[:-1] if section == 'attributes' else section} as "
-                               f"{shown(qualified[full])} (short names live under the driver's domain '{self.driver}'); keep one")
+                    rules.fail(
+                        [section, key],
+                        f"is the same {section[:-1] if section == 'attributes' else section} as "
+                        f"{shown(qualified[full])} (short names live under the driver's domain '{self.driver}'); keep one",
+                    )
                 qualified[full] = key
         for key, cap in self.capacity.items():
             rules.check(not syntax.is_negative_quantity(cap.value), ["capacity", key, "value"], "must not be negative")
@@ -143,7 +157,7 @@ class InferenceClass(ApiModel):
     devices: list[DeviceSpec] = Field(min_length=1, max_length=16)
 
     @model_validator(mode="after")
-    def _unique_devices(self) -> "InferenceClass":
+    def _unique_devices(self) -> InferenceClass:
         rules = Rules()
         rules.unique_names("devices", self.devices, "device", " in a class")
         rules.raise_if_any()

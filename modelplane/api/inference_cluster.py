@@ -1,22 +1,31 @@
 """InferenceCluster: a workload cluster, where it comes from, its node pools, labels and taints."""
+
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import (ApiModel, DnsSubdomain, Labels, LabelValue, QualifiedName, RuleViolation, Rules, SecretValue,
-                     SingleLine, duplicates)
+from .common import (
+    ApiModel,
+    DnsSubdomain,
+    Labels,
+    LabelValue,
+    QualifiedName,
+    Rules,
+    RuleViolation,
+    SecretValue,
+    SingleLine,
+    duplicates,
+)
 from .errors import shown
 from .serving_stack import ServingStackConfig
 
 # kind node image for the demo: Kubernetes >= 1.34.2 (the 1.34.0 kubelet DRA deadlock is fixed),
 # pinned by digest so every laptop runs the same bits.
-DEFAULT_KIND_NODE_IMAGE = (
-    "kindest/node:v1.34.3@sha256:08497ee19eace7b4b5348db5c6a1591d7752b164530a36f855cb0f2bdcbadd48"
-)
+DEFAULT_KIND_NODE_IMAGE = "kindest/node:v1.34.3@sha256:08497ee19eace7b4b5348db5c6a1591d7752b164530a36f855cb0f2bdcbadd48"
 
 SourceName = Literal["Existing", "Kind", "EKS", "GKE", "AKS"]
 _UNSUPPORTED_SOURCES = {"Nebius", "Vultr"}
@@ -58,20 +67,24 @@ class KindSource(ApiModel):
     node_image: SingleLine = Field(default=DEFAULT_KIND_NODE_IMAGE, min_length=1)
 
     @model_validator(mode="after")
-    def _kind_name(self) -> "KindSource":
+    def _kind_name(self) -> KindSource:
         rules = Rules()
         if self.cluster_name is not None:
-            rules.check(bool(_KIND_NAME.fullmatch(self.cluster_name)), ["clusterName"],
-                        f"{shown(self.cluster_name)} is not a valid kind cluster name: lower-case letters, digits, '-' and '.', "
-                        "starting and ending with a letter or digit")
+            rules.check(
+                bool(_KIND_NAME.fullmatch(self.cluster_name)),
+                ["clusterName"],
+                f"{shown(self.cluster_name)} is not a valid kind cluster name: lower-case letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit",
+            )
         rules.raise_if_any()
         return self
 
 
 class EKSNetworking(ApiModel):
     vpc_cidr: Cidr = "10.0.0.0/16"
-    subnet_cidrs: list[Cidr] = Field(default_factory=lambda: ["10.0.0.0/20", "10.0.16.0/20", "10.0.32.0/20"],
-                                     min_length=2, max_length=6)
+    subnet_cidrs: list[Cidr] = Field(
+        default_factory=lambda: ["10.0.0.0/20", "10.0.16.0/20", "10.0.32.0/20"], min_length=2, max_length=6
+    )
 
 
 class EKSSource(ApiModel):
@@ -117,23 +130,32 @@ class ClusterSource(ApiModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _explain_unsupported_sources(cls, data: object) -> object:
+    def _explain_unsupported_sources(cls, data: Any) -> Any:
         source = data.get("source") if isinstance(data, dict) else None
         if isinstance(source, str) and source in _UNSUPPORTED_SOURCES:
-            raise RuleViolation([(("source",), f"source {source} is not supported by this implementation; provision "
-                                                "the cluster yourself and use source: Existing with its kubeconfig")])
+            raise RuleViolation(
+                [
+                    (
+                        ("source",),
+                        f"source {source} is not supported by this implementation; provision "
+                        "the cluster yourself and use source: Existing with its kubeconfig",
+                    )
+                ]
+            )
         if source == "Kind" and data.get("kind") is None:
             data = {**data, "kind": {}}  # every kind setting has a default
         return data
 
     @model_validator(mode="after")
-    def _one_block_for_the_source(self) -> "ClusterSource":
+    def _one_block_for_the_source(self) -> ClusterSource:
         rules = Rules()
         wanted = self.source.lower()
         rules.check(getattr(self, wanted) is not None, [wanted], f"source {self.source} requires the '{wanted}' block")
         for other in ("existing", "kind", "eks", "gke", "aks"):
             if other != wanted and getattr(self, other) is not None:
-                rules.fail([other], f"block '{other}' does not apply to source {self.source}; remove it or change source")
+                rules.fail(
+                    [other], f"block '{other}' does not apply to source {self.source}; remove it or change source"
+                )
         rules.raise_if_any()
         return self
 
@@ -165,10 +187,13 @@ class Fabric(ApiModel):
     infiniband: InfiniBand | None = None
 
     @model_validator(mode="after")
-    def _block_only_for_infiniband(self) -> "Fabric":
+    def _block_only_for_infiniband(self) -> Fabric:
         rules = Rules()
-        rules.check(self.infiniband is None or self.type == "InfiniBand", ["infiniband"],
-                    "is only valid when type is InfiniBand")
+        rules.check(
+            self.infiniband is None or self.type == "InfiniBand",
+            ["infiniband"],
+            "is only valid when type is InfiniBand",
+        )
         rules.raise_if_any()
         return self
 
@@ -184,15 +209,19 @@ class NodePool(ApiModel):
     fabric: Fabric | None = None
 
     @model_validator(mode="after")
-    def _bounds(self) -> "NodePool":
+    def _bounds(self) -> NodePool:
         rules = Rules()
         low, high = self.min_node_count, self.max_node_count
         if low is not None and high is not None:
             rules.check(low <= high, ["minNodeCount"], f"must not exceed maxNodeCount ({low} > {high})")
         if low is not None:
-            rules.check(self.node_count >= low, ["nodeCount"], f"must be at least minNodeCount ({self.node_count} < {low})")
+            rules.check(
+                self.node_count >= low, ["nodeCount"], f"must be at least minNodeCount ({self.node_count} < {low})"
+            )
         if high is not None:
-            rules.check(self.node_count <= high, ["nodeCount"], f"must not exceed maxNodeCount ({self.node_count} > {high})")
+            rules.check(
+                self.node_count <= high, ["nodeCount"], f"must not exceed maxNodeCount ({self.node_count} > {high})"
+            )
         for i, zone in duplicates(self.zones or []):
             rules.fail(["zones", i], f"zone {shown(zone)} is listed twice")
         rules.raise_if_any()
@@ -211,30 +240,45 @@ class InferenceCluster(ApiModel):
     serving_stack: ServingStackConfig | None = None  # per-cluster overrides of modelplane:servingStack
 
     @model_validator(mode="after")
-    def _pool_rules(self) -> "InferenceCluster":
+    def _pool_rules(self) -> InferenceCluster:
         rules = Rules()
         source = self.cluster.source
         rules.unique_names("nodePools", self.node_pools, "pool", " in a cluster")
         for i, (key, effect) in duplicates((t.key, t.effect) for t in self.taints):
             rules.fail(["taints", i], f"taint {key}:{effect} is listed twice")
         for i, pool in enumerate(self.node_pools):
-            at = ["nodePools", i]
+            at: list[str | int] = ["nodePools", i]
             if self.cluster.is_cloud or source == "Kind":
-                rules.check(pool.name != "system", at + ["name"],
-                            "'system' is the name of the non-GPU pool every provisioned cluster gets; choose another")
+                rules.check(
+                    pool.name != "system",
+                    at + ["name"],
+                    "'system' is the name of the non-GPU pool every provisioned cluster gets; choose another",
+                )
             if source == "AKS":
-                rules.check(bool(_AKS_POOL_NAME.fullmatch(pool.name)), at + ["name"],
-                            f"{shown(pool.name)} is not a valid AKS agent pool name: 1-12 lower-case letters and digits, starting with a letter")
+                rules.check(
+                    bool(_AKS_POOL_NAME.fullmatch(pool.name)),
+                    at + ["name"],
+                    f"{shown(pool.name)} is not a valid AKS agent pool name: 1-12 lower-case letters and digits, starting with a letter",
+                )
             if source == "EKS":
-                rules.check(bool(pool.zones), at + ["zones"],
-                            "is required on EKS: GPU instance types exist only in some zones (e.g. [us-east-1a])")
+                rules.check(
+                    bool(pool.zones),
+                    at + ["zones"],
+                    "is required on EKS: GPU instance types exist only in some zones (e.g. [us-east-1a])",
+                )
             if source == "GKE":
-                rules.check(bool(pool.zones), at + ["zones"],
-                            "is required on GKE: accelerators exist only in some zones (e.g. [us-central1-a])")
+                rules.check(
+                    bool(pool.zones),
+                    at + ["zones"],
+                    "is required on GKE: accelerators exist only in some zones (e.g. [us-central1-a])",
+                )
                 if pool.zones and self.cluster.gke:
                     for z, zone in enumerate(pool.zones):
-                        rules.check(zone.startswith(self.cluster.gke.region + "-"), at + ["zones", z],
-                                    f"zone {shown(zone)} is not in region {self.cluster.gke.region}")
+                        rules.check(
+                            zone.startswith(self.cluster.gke.region + "-"),
+                            at + ["zones", z],
+                            f"zone {shown(zone)} is not in region {self.cluster.gke.region}",
+                        )
             if source == "AKS" and pool.zones:
                 rules.check(len(pool.zones) <= 3, at + ["zones"], "AKS takes at most 3 zones (e.g. ['1', '2', '3'])")
             if pool.capacity_block is not None:
@@ -245,10 +289,13 @@ class InferenceCluster(ApiModel):
             if fabric == "InfiniBand":
                 rules.check(source == "AKS", at + ["fabric", "type"], "InfiniBand is supported only on AKS")
         if self.serving_stack is not None and self.serving_stack.preinstalled:
-            rules.check(source == "Existing", ["servingStack", "preinstalled"],
-                        f"only an Existing cluster can have preinstalled components: modelplane creates this {source} "
-                        "cluster, so nothing runs on it before modelplane installs the whole serving stack; remove "
-                        "servingStack.preinstalled")
+            rules.check(
+                source == "Existing",
+                ["servingStack", "preinstalled"],
+                f"only an Existing cluster can have preinstalled components: modelplane creates this {source} "
+                "cluster, so nothing runs on it before modelplane installs the whole serving stack; remove "
+                "servingStack.preinstalled",
+            )
         rules.raise_if_any()
         return self
 

@@ -1,4 +1,5 @@
 """InferenceGateway: the fleet's one front door, and the (GPU-less) cluster it runs on."""
+
 from __future__ import annotations
 
 import difflib
@@ -38,7 +39,7 @@ class LoadBalancing(ApiModel):
     metallb: MetalLB | None = None
 
     @model_validator(mode="after")
-    def _metallb_block(self) -> "LoadBalancing":
+    def _metallb_block(self) -> LoadBalancing:
         rules = Rules()
         if self.load_balancer == "MetalLB":
             rules.check(self.metallb is not None, ["metallb"], "loadBalancer MetalLB requires the 'metallb' block")
@@ -69,12 +70,15 @@ def _body_limit(value: str) -> str:
     try:
         size = body_limit_bytes(value)
     except ValueError:
-        raise ValueError(f"{shown(value)} is not a size: bytes, or a number with Ki or Mi (e.g. '4Mi', "
-                         "'512Ki')") from None
+        raise ValueError(
+            f"{shown(value)} is not a size: bytes, or a number with Ki or Mi (e.g. '4Mi', '512Ki')"
+        ) from None
     low, high = _BODY_LIMIT_RANGE
     if not low <= size <= high:
-        raise ValueError(f"{shown(value)} is outside 1Ki..64Mi: a smaller limit refuses real prompts, and the "
-                         "front door holds up to this much per request in memory")
+        raise ValueError(
+            f"{shown(value)} is outside 1Ki..64Mi: a smaller limit refuses real prompts, and the "
+            "front door holds up to this much per request in memory"
+        )
     return value
 
 
@@ -128,21 +132,36 @@ class InferenceGateway(ApiModel):
         return component not in self.preinstalled
 
     @model_validator(mode="after")
-    def _rules(self) -> "InferenceGateway":
+    def _rules(self) -> InferenceGateway:
         rules = Rules()
         if self.proxy == "Traefik":
-            rules.check(self.traefik is not None, ["traefik"], "backend Traefik needs the 'traefik' block with the "
-                        "Traefik chart version (e.g. traefik: {version: \"40.2.0\"})")
-            rules.check(self.envoy_gateway is None, ["envoyGateway"], "only valid with backend: EnvoyGateway; "
-                        "remove it, or move loadBalancer and metallb into the 'traefik' block")
+            rules.check(
+                self.traefik is not None,
+                ["traefik"],
+                "backend Traefik needs the 'traefik' block with the "
+                'Traefik chart version (e.g. traefik: {version: "40.2.0"})',
+            )
+            rules.check(
+                self.envoy_gateway is None,
+                ["envoyGateway"],
+                "only valid with backend: EnvoyGateway; "
+                "remove it, or move loadBalancer and metallb into the 'traefik' block",
+            )
         else:
-            rules.check(self.traefik is None, ["traefik"], "only valid with backend: Traefik; remove it (the "
-                        "front door runs Envoy Gateway), or move loadBalancer and metallb into 'envoyGateway'")
+            rules.check(
+                self.traefik is None,
+                ["traefik"],
+                "only valid with backend: Traefik; remove it (the "
+                "front door runs Envoy Gateway), or move loadBalancer and metallb into 'envoyGateway'",
+            )
         metallb = self.load_balancing.metallb
         if metallb is not None and metallb.address_pool is None:
-            rules.check(self.cluster.source == "Kind", [self._block_key, "metallb", "addressPool"],
-                        "is required unless the cluster is Kind (e.g. '192.168.10.200-192.168.10.250', "
-                        "a free range in the cluster's node network)")
+            rules.check(
+                self.cluster.source == "Kind",
+                [self._block_key, "metallb", "addressPool"],
+                "is required unless the cluster is Kind (e.g. '192.168.10.200-192.168.10.250', "
+                "a free range in the cluster's node network)",
+            )
         if self.cluster.source == "Existing" and self.cluster.existing and self.cluster.existing.cache:
             rules.fail(["cluster", "existing", "cache"], "the front-door cluster hosts no model caches; remove it")
         self._check_preinstalled(rules)
@@ -152,17 +171,22 @@ class InferenceGateway(ApiModel):
     def _check_preinstalled(self, rules: Rules) -> None:
         """Only on an Existing cluster; names are known and listed once."""
         if self.preinstalled and self.cluster.source != "Existing":
-            rules.fail(["preinstalled"], f"only an Existing front-door cluster can have preinstalled components: "
-                                         f"modelplane creates this {self.cluster.source} cluster, so nothing runs on "
-                                         "it before modelplane installs the Gateway API CRDs; remove preinstalled")
+            rules.fail(
+                ["preinstalled"],
+                f"only an Existing front-door cluster can have preinstalled components: "
+                f"modelplane creates this {self.cluster.source} cluster, so nothing runs on "
+                "it before modelplane installs the Gateway API CRDs; remove preinstalled",
+            )
         known = PREINSTALLABLE[self.proxy]
         for i, name in enumerate(self.preinstalled):
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
                 always = "Traefik and MetalLB are" if self.proxy == "Traefik" else "MetalLB is"
-                rules.fail(["preinstalled", i],
-                           f"unknown component {shown(name)} for a front door on {self.proxy}; {hint}known: "
-                           f"{', '.join(known)} ({always} always installed by modelplane)")
+                rules.fail(
+                    ["preinstalled", i],
+                    f"unknown component {shown(name)} for a front door on {self.proxy}; {hint}known: "
+                    f"{', '.join(known)} ({always} always installed by modelplane)",
+                )
         for i, name in duplicates(self.preinstalled):
             rules.fail(["preinstalled", i], f"{shown(name)} is listed twice")

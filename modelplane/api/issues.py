@@ -1,4 +1,5 @@
 """Turn pydantic's validation errors into ConfigIssues: exact path, plain words, and a fix."""
+
 from __future__ import annotations
 
 import difflib
@@ -6,9 +7,11 @@ import functools
 import re
 import types
 import typing
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .common import RuleViolation, SecretValue, Unreadable
 from .errors import ConfigIssue, PathPart, format_path, shown
@@ -25,9 +28,9 @@ _OWNED_BY_MODELPLANE = {
     "nodeName": "placement is decided by the fleet scheduler",
     "affinity": "placement is decided by the fleet scheduler",
     "nodeSelector": "placement is decided by the fleet scheduler: put device requests in the member's "
-                    "nodeSelector.devices (modelplane pins the pool itself)",
+    "nodeSelector.devices (modelplane pins the pool itself)",
     "tolerations": "put tolerations in template.spec.tolerations of the deployment (they apply to cluster taints); "
-                   "pods get the nvidia.com/gpu toleration automatically",
+    "pods get the nvidia.com/gpu toleration automatically",
 }
 # Secret fields, and how to set them without writing them in clear.
 _SECRET_FIELDS = {
@@ -38,17 +41,26 @@ _SECRET_VALUES = {"kubeconfig": '"$(cat kubeconfig)"', "token": "<token>"}
 # Under a field with one of these names (or whose name contains one of the words), a value may be a
 # secret, or part of one set a level too high: no message ever shows such a value, only its kind.
 _SECRET_KEYS = {"auth", "existing"}
-_SECRET_WORDS = ("token", "kubeconfig", "password", "secret", "apikey", "api_key", "credential", "privatekey",
-                 "private_key")
+_SECRET_WORDS = (
+    "token",
+    "kubeconfig",
+    "password",
+    "secret",
+    "apikey",
+    "api_key",
+    "credential",
+    "privatekey",
+    "private_key",
+)
 _WORDLIKE = re.compile(r"[A-Za-z]{1,32}(?:[-_][A-Za-z]{1,32}){0,4}")  # a field name, never a token
 # Reference-system fields with a different shape here.
 _RENAMED = {
     "credentials": "cloud credentials come from the Pulumi provider's own config (aws:profile, gcp:project, "
-                   "azure-native:subscriptionId); remove this block",
+    "azure-native:subscriptionId); remove this block",
     "secretRef": "put the kubeconfig itself in stack config as a secret: "
-                 "`pulumi config set --secret --path '<this block>.kubeconfig' \"$(cat kubeconfig)\"`",
+    "`pulumi config set --secret --path '<this block>.kubeconfig' \"$(cat kubeconfig)\"`",
     "authSecret": "put the token itself in stack config as a secret: "
-                  "`pulumi config set --secret --path '<this block>.token' hf_...`",
+    "`pulumi config set --secret --path '<this block>.token' hf_...`",
     "identitySecretRef": "not needed: the kubeconfig's own auth (e.g. an exec plugin) is used",
 }
 
@@ -63,7 +75,9 @@ def is_secret_position(rel: Sequence[PathPart]) -> bool:
     return False
 
 
-def issues_from_validation(error: ValidationError, prefix: Sequence[PathPart], model: type[BaseModel]) -> list[ConfigIssue]:
+def issues_from_validation(
+    error: ValidationError, prefix: Sequence[PathPart], model: type[BaseModel]
+) -> list[ConfigIssue]:
     """One ConfigIssue per pydantic error. No message echoes a value from a secret position.
 
     (pydantic's own text, `[input_value=...]`, is never used: it prints the value in full.)
@@ -75,9 +89,9 @@ def issues_from_validation(error: ValidationError, prefix: Sequence[PathPart], m
         rel = tuple(detail["loc"])
         if "[key]" in rel:  # pydantic's marker for a bad mapping key: point at the key, say so
             at = rel.index("[key]")
-            rel = rel[:at - 1] + (str(rel[at - 1]),)  # a mapping key, even if YAML read it as a number
+            rel = rel[: at - 1] + (str(rel[at - 1]),)  # a mapping key, even if YAML read it as a number
             hide = is_secret_position(rel[:-1])
-            if hide and not _WORDLIKE.fullmatch(rel[-1]):
+            if hide and not _WORDLIKE.fullmatch(str(rel[-1])):
                 rel = rel[:-1]
             found.append(ConfigIssue(tuple(prefix) + rel, f"key {_describe(detail, model, rel, tuple(prefix), hide)}"))
             continue
@@ -90,14 +104,20 @@ def issues_from_validation(error: ValidationError, prefix: Sequence[PathPart], m
         hide = is_secret_position(rel)
         if detail["type"] == "extra_forbidden" and hide and not _WORDLIKE.fullmatch(str(rel[-1])):
             # a key under a secret field may itself be secret (a token pasted as a key): point at its parent
-            found.append(ConfigIssue(loc[:-1], "has an unknown field (its name is not shown: it is under a secret "
-                                               f"field); known fields: {', '.join(_known_fields(model, rel[:-1]))}"))
+            found.append(
+                ConfigIssue(
+                    loc[:-1],
+                    "has an unknown field (its name is not shown: it is under a secret "
+                    f"field); known fields: {', '.join(_known_fields(model, rel[:-1]))}",
+                )
+            )
             continue
         found.append(ConfigIssue(loc, _describe(detail, model, rel, tuple(prefix), hide)))
     return found
 
 
-def _describe(detail: dict[str, Any], model: type[BaseModel], rel: tuple, prefix: tuple = (), hide: bool = False) -> str:
+def _describe(detail: ErrorDetails, model: type[BaseModel], rel: tuple, prefix: tuple = (), hide: bool = False) -> str:
+    """Long: one branch per pydantic error kind, each with its own wording; read top to bottom."""
     kind, context, value = detail["type"], detail.get("ctx") or {}, detail.get("input")
     if isinstance(value, SecretValue) and kind != "value_error":
         return "is encrypted (secure:), but this field is not a secret; store it in plain text"
@@ -170,8 +190,10 @@ def _secret_one_level_too_high(loc: tuple, leaves: list[tuple[str, ...]]) -> str
     leaf = leaves[0]
     at = format_path(loc + leaf)
     value = _SECRET_VALUES.get(leaf[-1], "<value>")
-    return (f"must be a mapping of fields, not text (the text is not shown: it may be a secret); if it is the "
-            f"{leaf[-1]}, set it at {at}, encrypted: `pulumi config set --secret --path '{at}' {value}`")
+    return (
+        f"must be a mapping of fields, not text (the text is not shown: it may be a secret); if it is the "
+        f"{leaf[-1]}, set it at {at}, encrypted: `pulumi config set --secret --path '{at}' {value}`"
+    )
 
 
 def _bound(value: Any) -> str:
@@ -187,8 +209,9 @@ def _kind_word(value: Any) -> str:
     """What a value is, without showing it."""
     if value is None:
         return "nothing"
-    return {str: "text", list: "a list", dict: "a mapping", bool: "a boolean", int: "a number",
-            float: "a number"}.get(type(value), type(value).__name__)
+    return {str: "text", list: "a list", dict: "a mapping", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _type_word(value: Any, hide: bool = False) -> str:
@@ -206,7 +229,7 @@ def _secret_leaves(target: Any) -> list[tuple[str, ...]]:
     return list(_model_secret_leaves(target, 0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model_secret_leaves(target: type[BaseModel], depth: int) -> tuple[tuple[str, ...], ...]:
     if depth > 6:
         return ()

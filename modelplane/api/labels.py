@@ -1,4 +1,5 @@
 """Label selection, as Kubernetes' matchLabels: every wanted pair must be present with its value."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

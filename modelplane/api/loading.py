@@ -3,11 +3,13 @@
 The same function serves the Pulumi program (values from `pulumi.Config`, secrets decrypted) and
 the CLI (values from a stack file, secrets still encrypted), so both reject the same input.
 """
+
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -67,10 +69,15 @@ KINDS: dict[str, KindSpec] = {
 }
 
 _FLEET_FIELDS = {
-    "inferenceClasses": "inference_classes", "inferenceClusters": "inference_clusters",
-    "inferenceGateway": "inference_gateway", "modelDeployments": "model_deployments",
-    "modelServices": "model_services", "modelCaches": "model_caches", "modelEndpoints": "model_endpoints",
-    "servingStack": "serving_stack", "mirror": "mirror",
+    "inferenceClasses": "inference_classes",
+    "inferenceClusters": "inference_clusters",
+    "inferenceGateway": "inference_gateway",
+    "modelDeployments": "model_deployments",
+    "modelServices": "model_services",
+    "modelCaches": "model_caches",
+    "modelEndpoints": "model_endpoints",
+    "servingStack": "serving_stack",
+    "mirror": "mirror",
     "scheduling": "scheduling",
 }
 
@@ -104,8 +111,13 @@ def load_fleet(config: Mapping[str, Any], origin: Origin = "stack-file", secret_
         if len(issues) > before and not parsed[key]:
             broken.add((key, ANY))  # the whole key is unusable: don't report what refers into it
         if len(issues) >= MAX_ISSUES:
-            issues.append(ConfigIssue((key,), f"validation stopped after {MAX_ISSUES:,} errors; the rest of the "
-                                              "config was not checked: fix these and validate again"))
+            issues.append(
+                ConfigIssue(
+                    (key,),
+                    f"validation stopped after {MAX_ISSUES:,} errors; the rest of the "
+                    "config was not checked: fix these and validate again",
+                )
+            )
             raise ConfigError(issues)
     fleet = Fleet(**{_FLEET_FIELDS[k]: v for k, v in parsed.items()})
     errors, warnings = check_references(fleet, broken)
@@ -125,8 +137,13 @@ def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue],
         issues.append(ConfigIssue((key,), value.reason))
         return None if spec.scope == "single" else {}
     if isinstance(value, SecretValue):
-        issues.append(ConfigIssue((key,), "is encrypted as a whole; encrypt only the secret leaves "
-                                          "(`pulumi config set --secret --path 'modelplane:<key>.<...>.kubeconfig'`)"))
+        issues.append(
+            ConfigIssue(
+                (key,),
+                "is encrypted as a whole; encrypt only the secret leaves "
+                "(`pulumi config set --secret --path 'modelplane:<key>.<...>.kubeconfig'`)",
+            )
+        )
         return None if spec.scope == "single" else {}
     if spec.scope == "single":
         return _validate(spec.model, value, (key,), issues)
@@ -153,22 +170,45 @@ def _parse_kind(key: str, spec: KindSpec, value: Any, issues: list[ConfigIssue],
                 if not _key_is_text(name, (key, outer), issues):
                     broken.add((key, ANY))
                     continue
-                _parse_entity(spec, spec.name_problem, (key, outer, name), NamespacedName(outer, name), body,
-                              result, issues, broken)
+                _parse_entity(
+                    spec,
+                    spec.name_problem,
+                    (key, outer, name),
+                    NamespacedName(outer, name),
+                    body,
+                    result,
+                    issues,
+                    broken,
+                )
         elif inner is not None:
-            issues.append(ConfigIssue((key, outer), f"must be a mapping of name to object (got {type(inner).__name__}); "
-                                                    f"objects are grouped by namespace: {key}.<namespace>.<name>"))
+            issues.append(
+                ConfigIssue(
+                    (key, outer),
+                    f"must be a mapping of name to object (got {type(inner).__name__}); "
+                    f"objects are grouped by namespace: {key}.<namespace>.<name>",
+                )
+            )
             broken.add((key, ANY))
     return result
 
 
-def _parse_entity(spec: KindSpec, name_problem: Callable[[str], str | None] | None, path: tuple[str, ...], identity: Any,
-                  body: Any, result: dict, issues: list[ConfigIssue], broken: set[tuple[str, Any]]) -> None:
+def _parse_entity(
+    spec: KindSpec,
+    name_problem: Callable[[str], str | None] | None,
+    path: tuple[str, ...],
+    identity: Any,
+    body: Any,
+    result: dict,
+    issues: list[ConfigIssue],
+    broken: set[tuple[str, Any]],
+) -> None:
     """Validate one object into `result[identity]`, or record it as broken."""
-    if _name_ok(name_problem, path[-1], path, issues):
-        if (obj := _validate(spec.model, body, path, issues)) is not None:
-            result[identity] = obj
-            return
+    if (
+        _name_ok(name_problem, path[-1], path, issues)
+        and (obj := _validate(spec.model, body, path, issues)) is not None
+    ):
+        result[identity] = obj
+        return
     broken.add((path[0], identity))
 
 
@@ -178,8 +218,13 @@ def _key_is_text(name: Any, parent: tuple[PathPart, ...], issues: list[ConfigIss
     if isinstance(name, str):
         return True
     text = shown(name) if isinstance(name, (bool, int, float, type(None))) else type(name).__name__
-    issues.append(ConfigIssue(parent + (text,), f"key must be a string (got {text}); quote it in YAML (\"{text}\"), "
-                                                "or the key would silently become text and may clash with another"))
+    issues.append(
+        ConfigIssue(
+            parent + (text,),
+            f'key must be a string (got {text}); quote it in YAML ("{text}"), '
+            "or the key would silently become text and may clash with another",
+        )
+    )
     return False
 
 
@@ -195,9 +240,14 @@ def _validate(model: type[BaseModel], body: Any, path: tuple[PathPart, ...], iss
         issues.append(ConfigIssue(path, "is empty; it needs its fields (see docs/config.md)"))
         return None
     if isinstance(body, Mapping) and "spec" in body and ({"apiVersion", "kind", "metadata"} & set(body)):
-        issues.append(ConfigIssue(path, "looks like a Kubernetes manifest; in stack config write only what is under its "
-                                        "`spec:` here (an InferenceCluster's metadata.labels go in `labels:`, a "
-                                        "ModelEndpoint's too)"))
+        issues.append(
+            ConfigIssue(
+                path,
+                "looks like a Kubernetes manifest; in stack config write only what is under its "
+                "`spec:` here (an InferenceCluster's metadata.labels go in `labels:`, a "
+                "ModelEndpoint's too)",
+            )
+        )
         return None
     try:
         return model.model_validate(body)
@@ -218,8 +268,13 @@ def _plaintext_secrets(config: Mapping[str, Any]) -> list[ConfigIssue]:
                 if k in ("labels", "matchLabels", "annotations"):
                     continue
                 if k in secret_fields and isinstance(v, str):
-                    found.append(ConfigIssue(path + (k,), "is stored in plain text in the stack file; encrypt it: "
-                                             "`pulumi config set --secret --path '<this path>' <value>`"))
+                    found.append(
+                        ConfigIssue(
+                            path + (k,),
+                            "is stored in plain text in the stack file; encrypt it: "
+                            "`pulumi config set --secret --path '<this path>' <value>`",
+                        )
+                    )
                 todo.append((v, path + (k,)))
         elif isinstance(value, list):
             todo.extend((v, path + (i,)) for i, v in enumerate(value))

@@ -15,6 +15,7 @@ Either may be set alone. `http://` is accepted for both (internal file servers o
 TLS) with a warning. A folder must be absolute: Pulumi's Kubernetes provider reads it from its own
 working folder, so a relative path would depend on where `pulumi` was started.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -63,7 +64,7 @@ def location(text: str) -> Location:
     scheme = _SCHEME.match(text)
     kind: LocationKind = scheme.group(1).lower() if scheme else "folder"  # type: ignore[assignment]
     if scheme:  # Helm recognises `oci://` in lowercase only
-        text = kind + text[len(scheme.group(1)):]
+        text = kind + text[len(scheme.group(1)) :]
     value = text.rstrip("/\\") or text  # the root folder stays "/"
     return Location(kind, value)
 
@@ -73,8 +74,11 @@ def location_problem(text: str, what: Literal["charts", "manifests"]) -> str | N
 
     No message repeats the value: a URL may carry credentials.
     """
-    allowed = ("an OCI registry prefix (oci://host/path), an https Helm repository or an absolute folder"
-               if what == "charts" else "an https base URL or an absolute folder")
+    allowed = (
+        "an OCI registry prefix (oci://host/path), an https Helm repository or an absolute folder"
+        if what == "charts"
+        else "an https base URL or an absolute folder"
+    )
     if not text:
         return f"must not be empty; set {allowed}, or leave `{what}` out to fetch from upstream"
     if any(c.isspace() for c in text):
@@ -85,8 +89,10 @@ def location_problem(text: str, what: Literal["charts", "manifests"]) -> str | N
     name = scheme.group(1).lower()
     if name == "oci":
         if what == "manifests":
-            return ("manifests are plain YAML files that Pulumi reads over http(s) or from disk, not OCI "
-                    "artifacts; use an https base URL or an absolute folder")
+            return (
+                "manifests are plain YAML files that Pulumi reads over http(s) or from disk, not OCI "
+                "artifacts; use an https base URL or an absolute folder"
+            )
         return _oci_problem(text)
     if name in ("https", "http"):
         return _url_problem(text, what)
@@ -100,16 +106,23 @@ def _folder_problem(text: str) -> str | None:
         return None
     if text.startswith("~"):
         return f"'~' is not expanded here; write the absolute folder (e.g. {FOLDER_EXAMPLE})"
-    return (f"a folder must be an absolute path (e.g. {FOLDER_EXAMPLE}): Pulumi's Kubernetes provider reads "
-            "files from its own working folder, so a relative path would depend on where `pulumi` runs")
+    return (
+        f"a folder must be an absolute path (e.g. {FOLDER_EXAMPLE}): Pulumi's Kubernetes provider reads "
+        "files from its own working folder, so a relative path would depend on where `pulumi` runs"
+    )
 
 
 def _authority_problem(parts: SplitResult, what: str) -> str | None:
     if "@" in parts.netloc:
-        fix = ("for an OCI registry, log in with `helm registry login` on the machine that runs `pulumi`; a Helm "
-               "repository must be readable without a login" if what == "charts" else
-               "serve the manifests without a login from inside the network, or use a folder")
-        return f"must not hold credentials (they would sit in plain text in the stack file and in Pulumi's state); {fix}"
+        fix = (
+            "for an OCI registry, log in with `helm registry login` on the machine that runs `pulumi`; a Helm "
+            "repository must be readable without a login"
+            if what == "charts"
+            else "serve the manifests without a login from inside the network, or use a folder"
+        )
+        return (
+            f"must not hold credentials (they would sit in plain text in the stack file and in Pulumi's state); {fix}"
+        )
     host = parts.hostname
     if not host:
         return "names no host"
@@ -144,12 +157,15 @@ def _oci_problem(text: str) -> str | None:
         return problem
     path = parts.path.strip("/")
     if ":" in path or "@" in path:
-        return ("must be a registry prefix without a tag or digest (oci://host/path); "
-                "each chart's version becomes its tag")
+        return (
+            "must be a registry prefix without a tag or digest (oci://host/path); each chart's version becomes its tag"
+        )
     for component in path.split("/") if path else []:
         if not _OCI_COMPONENT.fullmatch(component):
-            return ("has an invalid repository path: OCI repository names are lowercase letters, digits "
-                    "and single separators (. _ __ -) between them, segments joined by '/'")
+            return (
+                "has an invalid repository path: OCI repository names are lowercase letters, digits "
+                "and single separators (. _ __ -) between them, segments joined by '/'"
+            )
     return None
 
 
@@ -160,7 +176,7 @@ class Mirror(ApiModel):
     manifests: SingleLine | None = Field(default=None, max_length=1024)
 
     @model_validator(mode="after")
-    def _locations(self) -> "Mirror":
+    def _locations(self) -> Mirror:
         rules = Rules()
         if self.charts is None and self.manifests is None:
             rules.fail([], "set `charts`, `manifests` or both (see docs/air-gapped.md), or remove the block")
@@ -183,10 +199,20 @@ class Mirror(ApiModel):
         """Legal but risky: content fetched over plain http can be changed on its way."""
         found = []
         if (charts := self.chart_location) is not None and charts.kind == "http":
-            found.append(ConfigIssue((KEY, "charts"), "charts are fetched over plain http: anyone on the network "
-                                     "path can change what gets installed; prefer https, OCI or a folder"))
+            found.append(
+                ConfigIssue(
+                    (KEY, "charts"),
+                    "charts are fetched over plain http: anyone on the network "
+                    "path can change what gets installed; prefer https, OCI or a folder",
+                )
+            )
         if (manifests := self.manifest_location) is not None and manifests.kind == "http":
-            found.append(ConfigIssue((KEY, "manifests"), "manifests are fetched over plain http: anyone on the "
-                                     "network path can change the CRDs that get applied (their pinned SHA-256 is "
-                                     "checked only for a folder); prefer https or a folder"))
+            found.append(
+                ConfigIssue(
+                    (KEY, "manifests"),
+                    "manifests are fetched over plain http: anyone on the "
+                    "network path can change the CRDs that get applied (their pinned SHA-256 is "
+                    "checked only for a folder); prefer https or a folder",
+                )
+            )
         return found

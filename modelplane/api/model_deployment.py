@@ -1,4 +1,5 @@
 """ModelDeployment: what an ML team wants served, and on what hardware, in DRA-style CEL."""
+
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -6,8 +7,19 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from . import syntax
-from .common import (ApiModel, DnsLabel, DnsSubdomain, LabelSelector, LocalRef, Rules, SingleLine, UserAnnotations,
-                     UserLabels, _checked, duplicates)
+from .common import (
+    ApiModel,
+    DnsLabel,
+    DnsSubdomain,
+    LabelSelector,
+    LocalRef,
+    Rules,
+    SingleLine,
+    UserAnnotations,
+    UserLabels,
+    _checked,
+    duplicates,
+)
 from .errors import shown
 from .scheduling import PlacementPolicy
 
@@ -25,7 +37,7 @@ class Toleration(ApiModel):
     effect: Literal["NoSchedule", "NoExecute"] | None = None
 
     @model_validator(mode="after")
-    def _operator_rules(self) -> "Toleration":
+    def _operator_rules(self) -> Toleration:
         rules = Rules()
         if self.operator == "Equal":
             rules.check(bool(self.key), ["key"], "is required with operator Equal (or use operator: Exists)")
@@ -59,7 +71,7 @@ class NodeSelector(ApiModel):
     devices: list[DeviceRequestSpec] = Field(min_length=1, max_length=16)
 
     @model_validator(mode="after")
-    def _unique_requests(self) -> "NodeSelector":
+    def _unique_requests(self) -> NodeSelector:
         rules = Rules()
         rules.unique_names("devices", self.devices, "request", " in a member")
         rules.raise_if_any()
@@ -91,7 +103,7 @@ class EnvVarSource(ApiModel):
     field_ref: FieldSelector | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "EnvVarSource":
+    def _exactly_one(self) -> EnvVarSource:
         rules = Rules()
         chosen = [n for n in ("secretKeyRef", "configMapKeyRef", "fieldRef") if getattr(self, _snake(n)) is not None]
         rules.check(len(chosen) == 1, [], "set exactly one of secretKeyRef, configMapKeyRef, fieldRef")
@@ -109,7 +121,7 @@ class EnvVar(ApiModel):
     value_from: EnvVarSource | None = None
 
     @model_validator(mode="after")
-    def _value_or_source(self) -> "EnvVar":
+    def _value_or_source(self) -> EnvVar:
         rules = Rules()
         rules.check(self.value is None or self.value_from is None, ["valueFrom"], "set value or valueFrom, not both")
         rules.raise_if_any()
@@ -124,7 +136,7 @@ class Container(ApiModel):
     env: list[EnvVar] | None = Field(default=None, max_length=MAX_LIST)
 
     @model_validator(mode="after")
-    def _env_unique(self) -> "Container":
+    def _env_unique(self) -> Container:
         rules = Rules()
         for i, name in duplicates(e.name for e in self.env or []):
             rules.fail(["env", i, "name"], f"variable {shown(name)} is set twice")
@@ -141,10 +153,13 @@ class PodSpec(ApiModel):
     image_pull_secrets: list[LocalObjectReference] | None = Field(default=None, max_length=64)
 
     @model_validator(mode="after")
-    def _engine_container(self) -> "PodSpec":
+    def _engine_container(self) -> PodSpec:
         rules = Rules()
-        rules.check(self.containers[0].name == ENGINE_CONTAINER, ["containers", 0, "name"],
-                    f"the one container must be named '{ENGINE_CONTAINER}' (got {shown(self.containers[0].name)})")
+        rules.check(
+            self.containers[0].name == ENGINE_CONTAINER,
+            ["containers", 0, "name"],
+            f"the one container must be named '{ENGINE_CONTAINER}' (got {shown(self.containers[0].name)})",
+        )
         rules.raise_if_any()
         return self
 
@@ -170,9 +185,11 @@ class Member(ApiModel):
     template: MemberTemplate
 
     @model_validator(mode="after")
-    def _worker_block(self) -> "Member":
+    def _worker_block(self) -> Member:
         rules = Rules()
-        rules.check(self.worker is None or self.role == "Worker", ["worker"], "is only allowed on a member with role Worker")
+        rules.check(
+            self.worker is None or self.role == "Worker", ["worker"], "is only allowed on a member with role Worker"
+        )
         rules.raise_if_any()
         return self
 
@@ -188,8 +205,11 @@ def check_engine_shape(rules: Rules, roles: list[str], prefix: list) -> None:
         return
     if roles.count("Leader") == 1 and roles.count("Worker") >= 1 and "Standalone" not in roles:
         return
-    rules.fail(prefix + ["members"], "an engine is exactly one Standalone member, or one Leader plus one Worker "
-                                     f"(roles found: {', '.join(roles) or 'none'})")
+    rules.fail(
+        prefix + ["members"],
+        "an engine is exactly one Standalone member, or one Leader plus one Worker "
+        f"(roles found: {', '.join(roles) or 'none'})",
+    )
 
 
 class Engine(ApiModel):
@@ -199,11 +219,14 @@ class Engine(ApiModel):
     members: list[Member] = Field(min_length=1, max_length=2)
 
     @model_validator(mode="after")
-    def _shape(self) -> "Engine":
+    def _shape(self) -> Engine:
         rules = Rules()
         check_engine_shape(rules, [m.role for m in self.members], [])
-        rules.check(any(m.node_selector for m in self.members), ["members"],
-                    "at least one member needs a nodeSelector with the devices it claims")
+        rules.check(
+            any(m.node_selector for m in self.members),
+            ["members"],
+            "at least one member needs a nodeSelector with the devices it claims",
+        )
         rules.raise_if_any()
         return self
 
@@ -215,8 +238,12 @@ class Serving(ApiModel):
 def check_prefill_decode(rules: Rules, mode: str, phases: list[str | None]) -> None:
     if mode == "PrefillDecode":
         rules.check(len(phases) == 2, ["engines"], f"PrefillDecode needs exactly 2 engines (got {len(phases)})")
-        rules.check(phases.count("Prefill") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Prefill")
-        rules.check(phases.count("Decode") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Decode")
+        rules.check(
+            phases.count("Prefill") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Prefill"
+        )
+        rules.check(
+            phases.count("Decode") == 1, ["engines"], "PrefillDecode needs exactly one engine with phase: Decode"
+        )
     else:
         for i, phase in enumerate(phases):
             rules.check(phase is None, ["engines", i, "phase"], "is only allowed with serving.mode: PrefillDecode")
@@ -230,7 +257,7 @@ class DeploymentSpec(ApiModel):
     engines: list[Engine] = Field(min_length=1, max_length=8)
 
     @model_validator(mode="after")
-    def _engines(self) -> "DeploymentSpec":
+    def _engines(self) -> DeploymentSpec:
         rules = Rules()
         rules.unique_names("engines", self.engines, "engine")
         check_prefill_decode(rules, self.serving_mode, [e.phase for e in self.engines])

@@ -1,4 +1,5 @@
 """ModelService (one URL over weighted endpoints) and ModelEndpoint (a backend it can route to)."""
+
 from __future__ import annotations
 
 import re
@@ -27,9 +28,11 @@ class ServiceEndpoint(ApiModel):
 
 def _alias(value: str) -> str:
     if not ALIAS_PATTERN.fullmatch(value):
-        raise ValueError(f"{shown(value)} is not a model alias: 1-128 characters, letters, digits and '.', '_', ':', "
-                         "'-', starting with a letter or digit (e.g. 'llama-3.1-8b'); no '/', which only the "
-                         "canonical '<namespace>/<service>' names have")
+        raise ValueError(
+            f"{shown(value)} is not a model alias: 1-128 characters, letters, digits and '.', '_', ':', "
+            "'-', starting with a letter or digit (e.g. 'llama-3.1-8b'); no '/', which only the "
+            "canonical '<namespace>/<service>' names have"
+        )
     return value
 
 
@@ -39,8 +42,10 @@ PROVIDER_MODEL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}")
 
 def _provider_model(value: str) -> str:
     if not PROVIDER_MODEL_PATTERN.fullmatch(value):
-        raise ValueError(f"{shown(value)} is not a model name: 1-256 characters, letters, digits and '.', '_', ':', "
-                         "'/', '@', '+', '-', starting with a letter or digit (e.g. 'Qwen/Qwen3-8B')")
+        raise ValueError(
+            f"{shown(value)} is not a model name: 1-256 characters, letters, digits and '.', '_', ':', "
+            "'/', '@', '+', '-', starting with a letter or digit (e.g. 'Qwen/Qwen3-8B')"
+        )
     return value
 
 
@@ -59,14 +64,18 @@ class FallbackPolicy(ApiModel):
     healthy_percent: int | None = Field(default=None, ge=1, le=100)
 
     @model_validator(mode="after")
-    def _percent_with_below_healthy(self) -> "FallbackPolicy":
+    def _percent_with_below_healthy(self) -> FallbackPolicy:
         rules = Rules()
         if self.when == "BelowHealthy":
-            rules.check(self.healthy_percent is not None, ["healthyPercent"],
-                        "is required with when: BelowHealthy (e.g. healthyPercent: 50)")
+            rules.check(
+                self.healthy_percent is not None,
+                ["healthyPercent"],
+                "is required with when: BelowHealthy (e.g. healthyPercent: 50)",
+            )
         else:
-            rules.check(self.healthy_percent is None, ["healthyPercent"],
-                        "only applies with when: BelowHealthy; remove it")
+            rules.check(
+                self.healthy_percent is None, ["healthyPercent"], "only applies with when: BelowHealthy; remove it"
+            )
         rules.raise_if_any()
         return self
 
@@ -101,7 +110,9 @@ def _http_url(value: str) -> str:
     if parts is not None and "@" in value.partition("?")[0]:  # user:password@, however written ('/', '#' and ':'
         raise ValueError(f"{_url_shown(value)} {CREDENTIALS_PROBLEM}")  # in it make parsers see a path or port)
     if parts is None or parts.scheme not in ("http", "https") or not hostname:
-        raise ValueError(f"{_url_shown(value)} must be an http:// or https:// URL with a host (e.g. https://api.together.xyz/)")
+        raise ValueError(
+            f"{_url_shown(value)} must be an http:// or https:// URL with a host (e.g. https://api.together.xyz/)"
+        )
     try:
         _ = parts.port  # raises on a malformed port
     except ValueError:
@@ -127,7 +138,9 @@ class EndpointAuth(ApiModel):
 
     token: SecretValue
     header: Annotated[str, AfterValidator(_checked(syntax.http_header_problem))] = "Authorization"
-    scheme: Annotated[str, AfterValidator(_checked(_scheme_problem))] = "Bearer"  # the value sent is '<scheme> <token>'; '' sends the bare token
+    scheme: Annotated[str, AfterValidator(_checked(_scheme_problem))] = (
+        "Bearer"  # the value sent is '<scheme> <token>'; '' sends the bare token
+    )
 
 
 class ModelEndpoint(ApiModel):

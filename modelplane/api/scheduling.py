@@ -18,6 +18,7 @@ field by field:
   `maxMovesPerPlan` (default 1) replicas per plan to a more preferred tier that can take them
   without evicting anything, the new replica made before the old one is removed.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -49,11 +50,13 @@ class PlacementPolicy(ApiModel):
     max_moves_per_plan: int | None = Field(default=None, ge=1, le=MAX_MOVES_PER_PLAN)
 
     @model_validator(mode="after")
-    def _moves_need_failback(self) -> "PlacementPolicy":
+    def _moves_need_failback(self) -> PlacementPolicy:
         rules = Rules()
-        rules.check(self.max_moves_per_plan is None or self.failback != "Never", ["maxMovesPerPlan"],
-                    "only applies with failback: WhenRoom (failback: Never moves nothing); remove it or set "
-                    "failback: WhenRoom")
+        rules.check(
+            self.max_moves_per_plan is None or self.failback != "Never",
+            ["maxMovesPerPlan"],
+            "only applies with failback: WhenRoom (failback: Never moves nothing); remove it or set failback: WhenRoom",
+        )
         rules.raise_if_any()
         return self
 

@@ -6,13 +6,15 @@ door rewrites the body's `model` to the name the service's engines answer, and `
 service whose engines' name cannot be read from their command and args, or whose engines answer
 different names (one rewrite per service cannot reach both).
 """
+
 from __future__ import annotations
 
 import shlex
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import takewhile
-from typing import Iterable, Iterator, Sequence
 
 from . import references
 from .errors import ConfigIssue, shown
@@ -76,7 +78,7 @@ def _flag_values(tokens: Sequence[str], flags: Iterable[str]) -> list[str] | Non
     for i, token in enumerate(tokens):
         flag, equals, value = token.partition("=")
         if flag in flags:
-            found = [value] if equals else list(takewhile(lambda t: not t.startswith("-"), tokens[i + 1:]))
+            found = [value] if equals else list(takewhile(lambda t: not t.startswith("-"), tokens[i + 1 :]))
     return found
 
 
@@ -97,8 +99,22 @@ class EngineName:
     name: str | None
 
     def config_path(self) -> tuple:
-        return ("modelDeployments", self.deployment.namespace, self.deployment.name, "template", "spec",
-                "engines", self.engine, "members", self.member, "template", "spec", "containers", 0, "args")
+        return (
+            "modelDeployments",
+            self.deployment.namespace,
+            self.deployment.name,
+            "template",
+            "spec",
+            "engines",
+            self.engine,
+            "members",
+            self.member,
+            "template",
+            "spec",
+            "containers",
+            0,
+            "args",
+        )
 
 
 def deployment_engine_names(key: NamespacedName, deployment: ModelDeployment) -> list[EngineName]:
@@ -112,8 +128,9 @@ def deployment_engine_names(key: NamespacedName, deployment: ModelDeployment) ->
     return names
 
 
-def _reached_engines(fleet: Fleet, skip_namespaces: set[str] = frozenset()
-                     ) -> Iterator[tuple[NamespacedName, list[EngineName]]]:
+def _reached_engines(
+    fleet: Fleet, skip_namespaces: AbstractSet[object] = frozenset()
+) -> Iterator[tuple[NamespacedName, list[EngineName]]]:
     """Per ModelService reaching at least one ModelDeployment: the engines of the deployments it reaches."""
     clusters = set(fleet.inference_clusters)
     by_namespace: dict[str, dict[str, ModelDeployment]] = defaultdict(dict)
@@ -129,8 +146,11 @@ def _reached_engines(fleet: Fleet, skip_namespaces: set[str] = frozenset()
             wanted = endpoint.selector.match_labels or {}
             named = wanted.get(references.DEPLOYMENT_LABEL)
             candidates = [named] if named in deployments else [] if named is not None else deployments
-            reached.update(name for name in candidates
-                           if references._possible_endpoint_labels_match(deployments[name], name, clusters, wanted))
+            reached.update(
+                name
+                for name in candidates
+                if references._possible_endpoint_labels_match(deployments[name], name, clusters, wanted)
+            )
         if reached:
             engines = []
             for name in sorted(reached):
@@ -145,15 +165,15 @@ def service_engine_names(fleet: Fleet) -> dict[NamespacedName, str]:
     """Per ModelService that reaches a ModelDeployment's replicas: the one model name those engines answer,
     which the front door puts in the body's `model`. A service whose engines' name is unknown or not one
     is left out (`validate` refuses such a config: see `served_name_problems`)."""
-    result = {}
+    result: dict[NamespacedName, str] = {}
     for key, engines in _reached_engines(fleet):
         names = {engine.name for engine in engines}
-        if len(names) == 1 and None not in names:
-            result[key] = names.pop()
+        if len(names) == 1 and (name := names.pop()) is not None:
+            result[key] = name
     return result
 
 
-def served_name_problems(fleet: Fleet, broken: set[tuple[str, object]] = frozenset()) -> list[ConfigIssue]:
+def served_name_problems(fleet: Fleet, broken: AbstractSet[tuple[str, object]] = frozenset()) -> list[ConfigIssue]:
     """Errors: a routed engine whose name cannot be read; a service whose engines answer different names.
 
     A namespace with a deployment that failed validation on its own is skipped (fix that first)."""
@@ -172,19 +192,28 @@ def served_name_problems(fleet: Fleet, broken: set[tuple[str, object]] = frozens
                 first_with.setdefault(engine.name, engine)
         if len(first_with) > 1:
             answers = ", ".join(f"{_engine_shown(fleet, e)} answers {shown(name)}" for name, e in first_with.items())
-            errors.append(ConfigIssue(("modelServices", key.namespace, key.name),
-                                      f"routes to engines that answer different model names ({answers}); the front "
-                                      "door rewrites a request's `model` to one name per service: start these engines "
-                                      "with one --served-model-name (vLLM and SGLang take it besides --model)"))
+            errors.append(
+                ConfigIssue(
+                    ("modelServices", key.namespace, key.name),
+                    f"routes to engines that answer different model names ({answers}); the front "
+                    "door rewrites a request's `model` to one name per service: start these engines "
+                    "with one --served-model-name (vLLM and SGLang take it besides --model)",
+                )
+            )
     for engine, services in sorted(unknown.items(), key=lambda item: item[0].config_path()):
         service = fleet.model_services[services[0]]
         suggestion = service.alias or services[0].name
         routed = ", ".join(map(str, services))
-        errors.append(ConfigIssue(engine.config_path(), f"the front door sends this engine the requests for "
-                                  f"ModelService {routed}, but the model name it answers cannot be read from its "
-                                  "command and args (no --served-model-name, --model or `vllm serve <model>` with a "
-                                  f"literal name); add --served-model-name={suggestion} to the engine's command line "
-                                  "(the name it answers; the front door rewrites each request's `model` to it)"))
+        errors.append(
+            ConfigIssue(
+                engine.config_path(),
+                f"the front door sends this engine the requests for "
+                f"ModelService {routed}, but the model name it answers cannot be read from its "
+                "command and args (no --served-model-name, --model or `vllm serve <model>` with a "
+                f"literal name); add --served-model-name={suggestion} to the engine's command line "
+                "(the name it answers; the front door rewrites each request's `model` to it)",
+            )
+        )
     return errors
 
 

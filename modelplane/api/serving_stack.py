@@ -1,4 +1,5 @@
 """ServingStack: what modelplane installs on every workload cluster, with overridable versions."""
+
 from __future__ import annotations
 
 import difflib
@@ -16,8 +17,10 @@ def version_problem(value: str) -> str | None:
     version, optionally after a `v` (`v1.5.1`, `72.6.2`, `1.0.0-rc.1`), and never `../` or `?`."""
     if syntax.semver_problem(value.removeprefix("v")) is None:
         return None
-    return (f"{shown(value)} is not a version: write MAJOR.MINOR.PATCH, optionally after a 'v' and with a "
-            "pre-release such as -rc.1, as the chart or release is tagged (e.g. 'v1.5.1', '72.6.2')")
+    return (
+        f"{shown(value)} is not a version: write MAJOR.MINOR.PATCH, optionally after a 'v' and with a "
+        "pre-release such as -rc.1, as the chart or release is tagged (e.g. 'v1.5.1', '72.6.2')"
+    )
 
 
 class ServingStackVersions(ApiModel):
@@ -54,11 +57,12 @@ class Listener(ApiModel):
 
 class GatewaySettings(ApiModel):
     class_name: DnsSubdomain = Field(default="envoy", min_length=1, max_length=63)
-    listeners: list[Listener] = Field(default_factory=lambda: [Listener(name="http", port=80, protocol="HTTP")],
-                                      max_length=8)
+    listeners: list[Listener] = Field(
+        default_factory=lambda: [Listener(name="http", port=80, protocol="HTTP")], max_length=8
+    )
 
     @model_validator(mode="after")
-    def _unique_listeners(self) -> "GatewaySettings":
+    def _unique_listeners(self) -> GatewaySettings:
         rules = Rules()
         rules.unique_names("listeners", self.listeners, "listener")
         rules.raise_if_any()
@@ -78,7 +82,7 @@ class ServingStackConfig(ApiModel):
     preinstalled: list[str] = Field(default_factory=list, max_length=len(COMPONENTS))
 
     @model_validator(mode="after")
-    def _known_versions(self) -> "ServingStackConfig":
+    def _known_versions(self) -> ServingStackConfig:
         rules = Rules()
         known = ServingStackVersions.model_fields
         aliases = {f.alias or n: n for n, f in known.items()}
@@ -100,24 +104,31 @@ class ServingStackConfig(ApiModel):
             if name not in COMPONENTS:
                 close = difflib.get_close_matches(name, COMPONENTS, n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
-                rules.fail(["preinstalled", i],
-                           f"unknown component {shown(name)}; {hint}known: {', '.join(COMPONENTS)}")
+                rules.fail(
+                    ["preinstalled", i], f"unknown component {shown(name)}; {hint}known: {', '.join(COMPONENTS)}"
+                )
         for i, name in duplicates(self.preinstalled):
             rules.fail(["preinstalled", i], f"{shown(name)} is listed twice")
         for key in self.versions:
             if key in at:
-                rules.fail(["versions", key], f"is set, but {key} is in preinstalled (preinstalled[{at[key]}]): "
-                                              f"modelplane installs no {key} on this cluster, so the version would "
-                                              f"never be used; remove the version, or remove {key} from preinstalled "
-                                              "to let modelplane install it")
+                rules.fail(
+                    ["versions", key],
+                    f"is set, but {key} is in preinstalled (preinstalled[{at[key]}]): "
+                    f"modelplane installs no {key} on this cluster, so the version would "
+                    f"never be used; remove the version, or remove {key} from preinstalled "
+                    "to let modelplane install it",
+                )
         for name, partner in PAIRED.items():
             if name in at and partner not in at:
                 rules.fail(["preinstalled", at[name]], _unpaired_message(name, partner))
         if self.nvidia_driver_root is not None and "nvidiaDraDriver" in at:
-            rules.fail(["nvidiaDriverRoot"], f"is set, but nvidiaDraDriver is in preinstalled "
-                                             f"(preinstalled[{at['nvidiaDraDriver']}]): the setting only configures "
-                                             "the NVIDIA DRA driver modelplane installs; set the driver root in your "
-                                             "own installation of the driver and remove it here")
+            rules.fail(
+                ["nvidiaDriverRoot"],
+                f"is set, but nvidiaDraDriver is in preinstalled "
+                f"(preinstalled[{at['nvidiaDraDriver']}]): the setting only configures "
+                "the NVIDIA DRA driver modelplane installs; set the driver root in your "
+                "own installation of the driver and remove it here",
+            )
 
 
 class ServingStack(ApiModel):
@@ -129,7 +140,7 @@ class ServingStack(ApiModel):
     preinstalled: frozenset[str] = frozenset()  # components the cluster already runs (keys of COMPONENTS)
 
     @classmethod
-    def effective(cls, *layers: ServingStackConfig | None) -> "ServingStack":
+    def effective(cls, *layers: ServingStackConfig | None) -> ServingStack:
         versions: dict[str, str] = {}
         gateway = None
         driver_root = None
@@ -141,9 +152,12 @@ class ServingStack(ApiModel):
             gateway = layer.gateway or gateway
             driver_root = layer.nvidia_driver_root or driver_root
             preinstalled.update(layer.preinstalled)
-        return cls(versions=ServingStackVersions.model_validate(versions),
-                   gateway=gateway or GatewaySettings(), nvidia_driver_root=driver_root or "/",
-                   preinstalled=frozenset(preinstalled))
+        return cls(
+            versions=ServingStackVersions.model_validate(versions),
+            gateway=gateway or GatewaySettings(),
+            nvidia_driver_root=driver_root or "/",
+            preinstalled=frozenset(preinstalled),
+        )
 
     def installs(self, component: str) -> bool:
         """Whether modelplane installs `component` (a key of COMPONENTS) on this cluster: not preinstalled."""
@@ -154,12 +168,16 @@ class ServingStack(ApiModel):
 
 def _unpaired_message(name: str, partner: str) -> str:
     if name == "envoyGateway":
-        return ("is preinstalled without envoyAiGateway: modelplane installs Envoy Gateway configured for the Envoy AI "
-                "Gateway (config.envoyGateway.extensionManager calls the AI Gateway controller, "
-                "extensionApis.enableBackend is on); an Envoy Gateway it did not install lacks that, and an AI "
-                "Gateway installed next to it would not be called. Declare both (your Envoy Gateway then needs "
-                "that extension manager), or neither")
-    return ("is preinstalled without envoyGateway: an Envoy AI Gateway only works through an Envoy Gateway "
-            "configured for it, so the cluster already runs one; modelplane would install a second Envoy Gateway "
-            "controller that reconciles the same GatewayClasses, with its extension manager pointed at "
-            "ai-gateway-controller.envoy-ai-gateway-system:1063. Declare both, or neither")
+        return (
+            "is preinstalled without envoyAiGateway: modelplane installs Envoy Gateway configured for the Envoy AI "
+            "Gateway (config.envoyGateway.extensionManager calls the AI Gateway controller, "
+            "extensionApis.enableBackend is on); an Envoy Gateway it did not install lacks that, and an AI "
+            "Gateway installed next to it would not be called. Declare both (your Envoy Gateway then needs "
+            "that extension manager), or neither"
+        )
+    return (
+        "is preinstalled without envoyGateway: an Envoy AI Gateway only works through an Envoy Gateway "
+        "configured for it, so the cluster already runs one; modelplane would install a second Envoy Gateway "
+        "controller that reconciles the same GatewayClasses, with its extension manager pointed at "
+        "ai-gateway-controller.envoy-ai-gateway-system:1063. Declare both, or neither"
+    )

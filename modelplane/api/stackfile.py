@@ -13,6 +13,7 @@ not text where names are expected, and numbers no field could take.
 A file with no `modelplane:` keys under `config:` (empty, comments only, another project's stack
 file) is refused too: validating nothing would report it "valid".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -43,11 +44,20 @@ _INT_TAG = "tag:yaml.org,2002:int"
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _PLAIN_COLLECTION_TAGS = {None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
-_SCALAR_TAGS = {bool: "tag:yaml.org,2002:bool", int: "tag:yaml.org,2002:int", float: "tag:yaml.org,2002:float",
-                date: "tag:yaml.org,2002:timestamp", datetime: "tag:yaml.org,2002:timestamp"}
-_TYPE_WORDS = {"tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number",
-               "tag:yaml.org,2002:bool": "true or false", "tag:yaml.org,2002:null": "null",
-               "tag:yaml.org,2002:timestamp": "a date"}
+_SCALAR_TAGS = {
+    bool: "tag:yaml.org,2002:bool",
+    int: "tag:yaml.org,2002:int",
+    float: "tag:yaml.org,2002:float",
+    date: "tag:yaml.org,2002:timestamp",
+    datetime: "tag:yaml.org,2002:timestamp",
+}
+_TYPE_WORDS = {
+    "tag:yaml.org,2002:int": "a number",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:bool": "true or false",
+    "tag:yaml.org,2002:null": "null",
+    "tag:yaml.org,2002:timestamp": "a date",
+}
 
 
 @dataclass(frozen=True)
@@ -99,12 +109,12 @@ def read_stack_file(path: Path) -> StackFile:
     prefix = f"{CONFIG_NAMESPACE}:"
     for key, value in raw_config.items():
         if isinstance(key, str) and key.startswith(prefix):
-            config[key[len(prefix):]] = decode_top_level(value)
+            config[key[len(prefix) :]] = decode_top_level(value)
     if not config:  # validating nothing would say "valid": an empty file, or another project's stack file
         raise _not_a_stack(path, _no_modelplane_keys(document, raw_config, prefix))
     for loc, line in lines.items():
         if len(loc) >= 2 and loc[0] == "config" and isinstance(loc[1], str) and loc[1].startswith(prefix):
-            config_lines[(loc[1][len(prefix):],) + loc[2:]] = line
+            config_lines[(loc[1][len(prefix) :],) + loc[2:]] = line
     return StackFile(path, config, config_lines, tuple(issues), _environments(document.get("environment")))
 
 
@@ -125,10 +135,20 @@ def _not_a_stack(path: Path, why: str) -> StackFileError:
 def _not_a_mapping(document: Any, text: str) -> str:
     if document is None:
         meaningful = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-        return "the file is empty" if not text.strip() else (
-            "the file holds only comments" if not meaningful else "the YAML document is empty")
-    kind = ("a list" if isinstance(document, list) else "an encrypted value" if isinstance(document, SecretValue)
-            else "text" if isinstance(document, str) else _TYPE_WORDS.get(_SCALAR_TAGS.get(type(document)), "a value"))
+        return (
+            "the file is empty"
+            if not text.strip()
+            else ("the file holds only comments" if not meaningful else "the YAML document is empty")
+        )
+    kind = (
+        "a list"
+        if isinstance(document, list)
+        else "an encrypted value"
+        if isinstance(document, SecretValue)
+        else "text"
+        if isinstance(document, str)
+        else _TYPE_WORDS.get(_SCALAR_TAGS.get(type(document), ""), "a value")
+    )
     return f"the file is {kind}, not a mapping with a 'config:' section"
 
 
@@ -179,7 +199,7 @@ _ALL_CHARACTERS = _AllCharacters()
 class _Frame:
     """An open mapping or sequence while the event stream is read."""
 
-    __slots__ = ("is_map", "value", "path", "line", "key", "key_lines")
+    __slots__ = ("is_map", "key", "key_lines", "line", "path", "value")
 
     def __init__(self, is_map: bool, path: tuple, line: int):
         self.is_map, self.path, self.line = is_map, path, line
@@ -222,8 +242,12 @@ class _Builder:
             line = loader.peek_event().start_mark.line + 1
             raise self.fail(line, "a second YAML document starts here ('---'); a stack file is one document")
         if self.unlisted:
-            self.issues.append(ConfigIssue(self.issues[-1].path[:1], f"and {self.unlisted:,} more problems of this "
-                                                                     "kind in the file, not listed"))
+            self.issues.append(
+                ConfigIssue(
+                    self.issues[-1].path[:1],
+                    f"and {self.unlisted:,} more problems of this kind in the file, not listed",
+                )
+            )
         return document, self.lines, self.issues
 
     def _node(self) -> Any:
@@ -231,8 +255,13 @@ class _Builder:
 
         The hot loop of reading a large file: plain local names, one type test per event.
         """
-        get_event, lines, stack = self.loader.get_event, self.lines, []
-        scalar, mapping_start, ends = yaml.ScalarEvent, yaml.MappingStartEvent, (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+        stack: list[_Frame] = []
+        get_event, lines = self.loader.get_event, self.lines
+        scalar, mapping_start, ends = (
+            yaml.ScalarEvent,
+            yaml.MappingStartEvent,
+            (yaml.MappingEndEvent, yaml.SequenceEndEvent),
+        )
         alias, values = yaml.AliasEvent, self.values
         while True:
             event = get_event()
@@ -250,13 +279,19 @@ class _Builder:
                 continue
             line = event.start_mark.line + 1
             if kind is alias:
-                raise self.fail(line, f"YAML aliases (*{_short(event.anchor)}) are not supported in stack files: "
-                                      "`pulumi config set` never writes them, and they can expand without bound; "
-                                      "write the value out in full")
+                raise self.fail(
+                    line,
+                    f"YAML aliases (*{_short(event.anchor)}) are not supported in stack files: "
+                    "`pulumi config set` never writes them, and they can expand without bound; "
+                    "write the value out in full",
+                )
             values += 1
             if values > MAX_VALUES:
-                raise self.fail(line, f"more than {MAX_VALUES:,} values; a stack file for 200 clusters and 2,000 "
-                                      "deployments holds about 70,000")
+                raise self.fail(
+                    line,
+                    f"more than {MAX_VALUES:,} values; a stack file for 200 clusters and 2,000 "
+                    "deployments holds about 70,000",
+                )
             if parent is None:
                 path: tuple = ()
                 lines[path] = line
@@ -279,34 +314,47 @@ class _Builder:
     def _key(self, frame: _Frame, event: Any) -> None:
         line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent):
-            raise self.fail(line, f"YAML aliases (*{_short(event.anchor)}) are not supported in stack files: "
-                                  "`pulumi config set` never writes them; write the key out")
+            raise self.fail(
+                line,
+                f"YAML aliases (*{_short(event.anchor)}) are not supported in stack files: "
+                "`pulumi config set` never writes them; write the key out",
+            )
         if not isinstance(event, yaml.ScalarEvent):
             raise self.fail(line, "a mapping key is itself a list or a mapping; keys are names (text)")
         tag = self._tag(event)
         if tag == _MERGE_TAG:
-            raise self.fail(line, "YAML merge keys (<<) are not supported in stack files: `pulumi config set` "
-                                  "never writes them; write the keys out")
+            raise self.fail(
+                line,
+                "YAML merge keys (<<) are not supported in stack files: `pulumi config set` "
+                "never writes them; write the keys out",
+            )
         key: Any = event.value
         if tag != _STR_TAG:
             where = _config_path(frame.path + (key,))
             if where is not None:
-                self.issue(where, f"key must be a string (got {_short(key)}); quote it in YAML (\"{_short(key)}\"): "
-                                  f"unquoted, YAML reads it as {_TYPE_WORDS.get(tag, 'something other than text')}")
+                self.issue(
+                    where,
+                    f'key must be a string (got {_short(key)}); quote it in YAML ("{_short(key)}"): '
+                    f"unquoted, YAML reads it as {_TYPE_WORDS.get(tag, 'something other than text')}",
+                )
         if key in frame.key_lines:
             first = frame.key_lines[key]
             where = _config_path(frame.path + (key,))
             if where is None:
-                raise self.fail(line, f"key {quoted(key)} is defined twice (first at line {first}); YAML would "
-                                      "keep only the last, so merge the two")
-            self.issue(where, f"is defined twice (line {line}); YAML keeps only the last, so merge the two or "
-                              "rename one")
+                raise self.fail(
+                    line,
+                    f"key {quoted(key)} is defined twice (first at line {first}); YAML would "
+                    "keep only the last, so merge the two",
+                )
+            self.issue(
+                where, f"is defined twice (line {line}); YAML keeps only the last, so merge the two or rename one"
+            )
         frame.key_lines[key] = line
         frame.key = key
 
     def _finish(self, frame: _Frame) -> Any:
         value = frame.value
-        if frame.is_map and len(value) == 1 and "secure" in value:
+        if isinstance(value, dict) and len(value) == 1 and "secure" in value:  # a mapping frame's value
             ciphertext = value["secure"]
             return SecretValue(ciphertext=ciphertext if isinstance(ciphertext, str) else "")
         return value
@@ -329,8 +377,11 @@ class _Builder:
             if len(digits) > MAX_INT_DIGITS:  # converting it could fail (past 4300 digits) or take long
                 where = _config_path(path)
                 if where is not None:
-                    self.issue(where, f"the number ({len(digits):,} digits) is too large for any field (the largest "
-                                      "take 64-bit integers, 19 digits)")
+                    self.issue(
+                        where,
+                        f"the number ({len(digits):,} digits) is too large for any field (the largest "
+                        "take 64-bit integers, 19 digits)",
+                    )
                 return Unreadable("a number too large for any field")
         return self._construct(event, tag)
 
@@ -339,8 +390,11 @@ class _Builder:
         try:
             return self.loader.construct_object(node, deep=True)
         except (ValueError, OverflowError) as error:  # e.g. a date YAML recognizes but the calendar has not
-            raise self.fail(event.start_mark.line + 1, f"{quoted(event.value)} cannot be read as "
-                                                       f"{_TYPE_WORDS.get(tag, tag)} ({error}); quote it if it is text")
+            raise self.fail(
+                event.start_mark.line + 1,
+                f"{quoted(event.value)} cannot be read as "
+                f"{_TYPE_WORDS.get(tag, tag)} ({error}); quote it if it is text",
+            ) from error
         finally:  # the constructor caches every node; drop it, or memory grows with the file
             self.loader.constructed_objects.pop(node, None)
 
@@ -353,7 +407,7 @@ def _short(text: Any) -> str:
 def _config_path(path: tuple) -> tuple | None:
     prefix = f"{CONFIG_NAMESPACE}:"
     if len(path) >= 2 and path[0] == "config" and isinstance(path[1], str) and path[1].startswith(prefix):
-        return (path[1][len(prefix):],) + path[2:]
+        return (path[1][len(prefix) :],) + path[2:]
     return None
 
 

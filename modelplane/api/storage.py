@@ -3,6 +3,7 @@
 One answer for validation, the scheduler (a cached deployment is placed only where its cache can
 stage) and render (where the cache's PVC goes).
 """
+
 from __future__ import annotations
 
 from .inference_cluster import InferenceCluster

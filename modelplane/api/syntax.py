@@ -5,6 +5,7 @@ Every grammar is matched against the whole value (`fullmatch`): with `re.match` 
 ending in a newline ("ml-team\n") would pass, since Python's `$` also matches before a final
 newline. Messages show a value only through `shown` (one short line, hidden where secrets may be).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -97,8 +98,10 @@ def device_attribute_name_problem(name: str) -> str | None:
 
 def quantity_problem(value: str) -> str | None:
     if not _QUANTITY.fullmatch(value):
-        return (f"{shown(value)} is not a Kubernetes quantity (examples: '80Gi', '81559Mi', '500m', '1e3'; "
-                "binary suffixes are Ki Mi Gi Ti Pi Ei, decimal ones n u m k M G T P E)")
+        return (
+            f"{shown(value)} is not a Kubernetes quantity (examples: '80Gi', '81559Mi', '500m', '1e3'; "
+            "binary suffixes are Ki Mi Gi Ti Pi Ei, decimal ones n u m k M G T P E)"
+        )
     return None
 
 
@@ -150,7 +153,7 @@ def ip_range_problem(value: str) -> str | None:
     try:
         if "-" in value:
             first, last = (ipaddress.ip_address(part.strip()) for part in value.split("-", 1))
-            if first.version != last.version or first > last:
+            if first.version != last.version or first > last:  # type: ignore[operator]  # same family (the left test)
                 return f"{shown(value)} must be 'FIRST-LAST' with FIRST <= LAST in the same IP family"
         else:
             ipaddress.ip_network(value, strict=False)

@@ -5,6 +5,7 @@ cannot stream forever and a FIFO cannot block), at most `limit` bytes, decoded s
 and characters YAML and JSON do not allow (NUL and other control characters) are refused. Every
 refusal is a ModelplaneError naming the file, and for bad bytes the line, column and byte offset.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -17,21 +18,23 @@ from pathlib import Path
 from .errors import ModelplaneError
 
 # YAML 1.1's printable set (what PyYAML accepts): tab, LF, CR, and everything printable.
-_NOT_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+_NOT_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def mebibytes(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
-def read_text(path: Path, what: str, limit: int, limit_note: str = "",
-              error: type[ModelplaneError] = ModelplaneError) -> str:
+def read_text(
+    path: Path, what: str, limit: int, limit_note: str = "", error: type[ModelplaneError] = ModelplaneError
+) -> str:
     """The text of the regular file `path`; `what` names it in errors ("stack file")."""
     return decode_text(read_bytes(path, what, limit, limit_note, error), f"{what} {path}", error)
 
 
-def read_bytes(path: Path, what: str, limit: int, limit_note: str = "",
-               error: type[ModelplaneError] = ModelplaneError) -> bytes:
+def read_bytes(
+    path: Path, what: str, limit: int, limit_note: str = "", error: type[ModelplaneError] = ModelplaneError
+) -> bytes:
     """The bytes of the regular file `path` (at most `limit`; a FIFO, a device or a folder is refused unread)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -76,14 +79,18 @@ def decode_text(data: bytes, name: str, error: type[ModelplaneError] = Modelplan
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as problem:
         line, column = position(data, problem.start)
-        raise error(f"{name} is not UTF-8 text: byte 0x{data[problem.start]:02x} at line {line}, column {column} "
-                    f"(byte offset {problem.start}) {problem.reason}; save the file as UTF-8") from None
+        raise error(
+            f"{name} is not UTF-8 text: byte 0x{data[problem.start]:02x} at line {line}, column {column} "
+            f"(byte offset {problem.start}) {problem.reason}; save the file as UTF-8"
+        ) from None
     if (bad := _NOT_PRINTABLE.search(text)) is not None:
-        offset = len(text[:bad.start()].encode("utf-8")) + (3 if data.startswith(codecs.BOM_UTF8) else 0)
+        offset = len(text[: bad.start()].encode("utf-8")) + (3 if data.startswith(codecs.BOM_UTF8) else 0)
         line, column = position(data, offset)
-        raise error(f"{name} contains the control character {character_name(bad.group())} at line {line}, "
-                    f"column {column} (byte offset {offset}); remove it (inside double quotes, write an escape "
-                    f"such as \\t instead)")
+        raise error(
+            f"{name} contains the control character {character_name(bad.group())} at line {line}, "
+            f"column {column} (byte offset {offset}); remove it (inside double quotes, write an escape "
+            f"such as \\t instead)"
+        )
     return text
 
 

@@ -6,8 +6,14 @@ quantity and semver beside them; selectors compiles an expression and checks it 
 does. Imports nothing else from modelplane: `modelplane.devices` builds the `device` value from
 the api types and evaluates selectors against it.
 """
+
 from .errors import SelectorCompileError, SelectorEvaluationError
 from .selectors import compile_selector, selector_problem, validate_selector
 
-__all__ = ["SelectorCompileError", "SelectorEvaluationError", "compile_selector", "selector_problem",
-           "validate_selector"]
+__all__ = [
+    "SelectorCompileError",
+    "SelectorEvaluationError",
+    "compile_selector",
+    "selector_problem",
+    "validate_selector",
+]

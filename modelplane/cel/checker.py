@@ -10,16 +10,39 @@ server (validating a new selector) and the scheduler have. What an alpha gate ad
 `includes`) is a compile error naming the gate unless `gates` turns it on; only tests that run
 Kubernetes' own gate-on cases do that.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tree import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .errors import SelectorCompileError
 from .library import FUNCTIONS, REGEX_FUNCTIONS
 from .regex import RegexError, compile_regex
-from .types import (BOOL, BYTES, DEVICE, DEVICE_FIELDS, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, assignable,
-                    element, is_list, is_map, is_optional, list_of, map_of, optional_of, show, unify)
+from .tree import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
+from .types import (
+    BOOL,
+    BYTES,
+    DEVICE,
+    DEVICE_FIELDS,
+    DOUBLE,
+    DYN,
+    INT,
+    NULL,
+    STRING,
+    TYPE,
+    UINT,
+    Type,
+    assignable,
+    element,
+    is_list,
+    is_map,
+    is_optional,
+    list_of,
+    map_of,
+    optional_of,
+    show,
+    unify,
+)
 from .values import CelType, UInt
 
 MAX_ENTRIES = 32  # domains per device, ids per domain (ResourceSliceMaxAttributesAndCapacitiesPerDevice)
@@ -33,14 +56,20 @@ NO_GATES: frozenset[str] = frozenset()
 # API server's own error). Measured on kube-apiserver v1.34.3 with stock gates: a new selector using
 # device.allowMultipleAllocations is refused with 422 "undefined field 'allowMultipleAllocations'".
 GATED_FIELDS: dict[str, tuple[str, str]] = {
-    "allowMultipleAllocations": (CONSUMABLE_CAPACITY, "device.allowMultipleAllocations needs the "
-                                 "DRAConsumableCapacity feature gate (alpha in Kubernetes 1.34, off by default), "
-                                 "so the API server would refuse this selector; remove it"),
+    "allowMultipleAllocations": (
+        CONSUMABLE_CAPACITY,
+        "device.allowMultipleAllocations needs the "
+        "DRAConsumableCapacity feature gate (alpha in Kubernetes 1.34, off by default), "
+        "so the API server would refuse this selector; remove it",
+    ),
 }
 GATED_FUNCTIONS: dict[str, tuple[str, str]] = {
-    "includes": (LIST_TYPE_ATTRIBUTES, "includes() needs the DRAListTypeAttributes feature gate (alpha since "
-                 "Kubernetes 1.36, off by default), so the API server would refuse this selector; compare the "
-                 "attribute with == instead"),
+    "includes": (
+        LIST_TYPE_ATTRIBUTES,
+        "includes() needs the DRAListTypeAttributes feature gate (alpha since "
+        "Kubernetes 1.36, off by default), so the API server would refuse this selector; compare the "
+        "attribute with == instead",
+    ),
 }
 
 
@@ -139,7 +168,9 @@ class _Checker:
             return Checked(t[2], cost, MAX_ENTRIES if is_map(t[2]) else MAX_VALUES)
         if t == DYN:
             return Checked(DYN, cost, MAX_VALUES)
-        raise SelectorCompileError(f"found no matching overload for '_[_]' applied to '({show(t)}, {show(index.type)})'")
+        raise SelectorCompileError(
+            f"found no matching overload for '_[_]' applied to '({show(t)}, {show(index.type)})'"
+        )
 
     def _ListLit(self, node: ListLit, scope) -> Checked:
         items = [self.visit(item, scope) for item in node.items]
@@ -149,8 +180,10 @@ class _Checker:
             for item in items[1:]:
                 joined = unify(common, item.type)
                 if joined is None:
-                    raise SelectorCompileError(f"expected type '{show(common)}' but found '{show(item.type)}' "
-                                               "(list literals must be homogeneous)")
+                    raise SelectorCompileError(
+                        f"expected type '{show(common)}' but found '{show(item.type)}' "
+                        "(list literals must be homogeneous)"
+                    )
                 common = joined
         return Checked(list_of(common), sum(i.cost for i in items) + 1, len(items))
 
@@ -169,8 +202,9 @@ class _Checker:
         for i, part in enumerate(parts):
             joined = part.type if i == 0 else unify(common, part.type)
             if joined is None:
-                raise SelectorCompileError(f"expected type '{show(common)}' but found '{show(part.type)}' "
-                                           "(map literals must be homogeneous)")
+                raise SelectorCompileError(
+                    f"expected type '{show(common)}' but found '{show(part.type)}' (map literals must be homogeneous)"
+                )
             common = joined
         return common
 
@@ -189,17 +223,18 @@ class _Checker:
         elif t == DYN:
             first, second = DYN, (DYN if node.var2 else None)
         else:
-            raise SelectorCompileError(f"expression of type '{show(t)}' cannot be range of a comprehension "
-                                       "(must be list, map, or dynamic)")
+            raise SelectorCompileError(
+                f"expression of type '{show(t)}' cannot be range of a comprehension (must be list, map, or dynamic)"
+            )
         inner = {**scope, node.var: first}
         if node.var2:
             inner[node.var2] = second
         body = self.visit(node.body, inner)
         transform = self.visit(node.transform, inner) if node.transform is not None else None
         macro = node.macro
-        if macro in ("all", "exists", "exists_one", "filter") or transform is not None:
-            if body.type not in (BOOL, DYN):
-                raise SelectorCompileError(f"{macro}() needs a bool predicate, not {show(body.type)}")
+        predicate = macro in ("all", "exists", "exists_one", "filter") or transform is not None
+        if predicate and body.type not in (BOOL, DYN):
+            raise SelectorCompileError(f"{macro}() needs a bool predicate, not {show(body.type)}")
         per_item = body.cost + (transform.cost if transform else 0) + 2
         cost = rng.cost + max(rng.size, 1) * per_item
         if macro in ("all", "exists", "exists_one"):
@@ -225,6 +260,7 @@ class _Checker:
             self._expect(node.function, [cond.type, then.type, otherwise.type], cond.type in (BOOL, DYN))
             joined = unify(then.type, otherwise.type)
             self._expect(node.function, [cond.type, then.type, otherwise.type], joined is not None)
+            assert joined is not None  # _expect raised otherwise
             return Checked(joined, cond.cost + max(then.cost, otherwise.cost), max(then.size, otherwise.size))
         if node.function in ("_==_", "_!=_"):
             left, right = (self.visit(a, scope) for a in node.args)
@@ -247,16 +283,20 @@ class _Checker:
         if gate is not None and gate not in self.gates:
             raise SelectorCompileError(f"undeclared reference to '{node.function}': {hint}")
         types = [p.type for p in parts]
-        matching = [o for o in candidates if len(o.params) == len(types)
-                    and all(assignable(p, t) for p, t in zip(o.params, types))]
+        matching = [
+            o
+            for o in candidates
+            if len(o.params) == len(types) and all(assignable(p, t) for p, t in zip(o.params, types, strict=True))
+        ]
         if not matching:
             hint = ""
             if not candidates:
                 style = "global" if member else "member"
                 example = f"{node.function}(x, ...)" if member else f"x.{node.function}(...)"
                 hint = f" ({node.function} is declared only as a {style} function: write {example})"
-            raise SelectorCompileError(f"found no matching overload for '{node.function}' applied to "
-                                       f"'{self._signature(types, member)}'{hint}")
+            raise SelectorCompileError(
+                f"found no matching overload for '{node.function}' applied to '{self._signature(types, member)}'{hint}"
+            )
         results = {o.result for o in matching}
         result = results.pop() if len(results) == 1 else DYN
         result = _refine(node.function, result, types)
@@ -273,8 +313,9 @@ class _Checker:
 
     def _expect(self, function: str, types: list[Type], ok: bool) -> None:
         if not ok:
-            raise SelectorCompileError(f"found no matching overload for '{function}' applied to "
-                                       f"'({', '.join(show(t) for t in types)})'")
+            raise SelectorCompileError(
+                f"found no matching overload for '{function}' applied to '({', '.join(show(t) for t in types)})'"
+            )
 
 
 def _check_constant_pattern(node: Call) -> None:
@@ -317,14 +358,40 @@ def _result_size(function: str, parts: list[Checked]) -> int:
         return UNKNOWN_SIZE
     if function == "_+_" and len(parts) == 2:
         return parts[0].size + parts[1].size
-    if parts and function in ("slice", "distinct", "reverse", "sort", "substring", "trim", "lowerAscii",
-                              "upperAscii", "replace", "join"):
+    if parts and function in (
+        "slice",
+        "distinct",
+        "reverse",
+        "sort",
+        "substring",
+        "trim",
+        "lowerAscii",
+        "upperAscii",
+        "replace",
+        "join",
+    ):
         return parts[0].size
     return UNKNOWN_SIZE if function in ("string", "charAt") else 0
 
 
-_STRING_FUNCTIONS = {"contains", "startsWith", "endsWith", "matches", "indexOf", "lastIndexOf", "lowerAscii",
-                     "upperAscii", "replace", "split", "substring", "trim", "join", "find", "findAll", "_+_"}
+_STRING_FUNCTIONS = {
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "indexOf",
+    "lastIndexOf",
+    "lowerAscii",
+    "upperAscii",
+    "replace",
+    "split",
+    "substring",
+    "trim",
+    "join",
+    "find",
+    "findAll",
+    "_+_",
+}
 
 
 def _string_cost(function: str, parts: list[Checked]) -> int:

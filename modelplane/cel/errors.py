@@ -1,4 +1,5 @@
 """The two ways a device selector can fail, as Kubernetes distinguishes them."""
+
 from __future__ import annotations
 
 

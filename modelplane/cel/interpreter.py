@@ -4,14 +4,16 @@ Errors are CelRuntimeError exceptions; `&&`, `||`, `all` and `exists` absorb the
 does (`false && error` is false). The runtime cost limit is not absorbable: like cel-go's
 "actual cost limit exceeded", it aborts the whole evaluation.
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
-from .tree import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .errors import CelRuntimeError
 from .library import FUNCTIONS, contains, runtime_accepts
+from .tree import Bind, Call, Comprehension, Ident, Index, ListLit, Lit, MapLit, Node, Select
 from .values import MISSING, NONE, CelType, OptionalValue, UInt, compare, equals, go_type_name, lookup_key, type_name
 
 Closure = Callable[[dict], object]
@@ -43,8 +45,12 @@ class DeviceValue:
     __slots__ = ("fields",)
 
     def __init__(self, driver: str, attributes: dict, capacity: dict, allow_multiple_allocations: bool) -> None:
-        self.fields = {"driver": driver, "attributes": attributes, "capacity": capacity,
-                       "allowMultipleAllocations": allow_multiple_allocations}
+        self.fields = {
+            "driver": driver,
+            "attributes": attributes,
+            "capacity": capacity,
+            "allowMultipleAllocations": allow_multiple_allocations,
+        }
 
 
 class DomainMap(dict):
@@ -67,7 +73,7 @@ def body_weight(node: Node) -> int:
     return _count(node) + 1
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _count(node: Node) -> int:
     children = [v for v in vars(node).values() if isinstance(v, Node)]
     for value in vars(node).values():
@@ -165,7 +171,7 @@ class _Compiler:
         overloads = [o for o in FUNCTIONS.get(name, ()) if o.member == member and len(o.params) == len(parts)]
         if name in _FOLDABLE and all(isinstance(a, Lit) for a in node.args):
             try:  # quantity("20Gi") with a literal: parse once, not on every evaluation
-                value = _dispatch(name, overloads, [a.value for a in node.args])
+                value = _dispatch(name, overloads, [cast(Lit, a).value for a in node.args])
                 return lambda env: value
             except CelRuntimeError:
                 pass  # a bad literal stays a runtime error, as in Kubernetes
@@ -178,7 +184,7 @@ _FOLDABLE = {"quantity", "semver", "isQuantity", "isSemver"}  # pure functions o
 
 def _dispatch(name: str, overloads: list, values: list) -> object:
     for overload in overloads:
-        if all(runtime_accepts(t, v) for t, v in zip(overload.params, values)):
+        if all(runtime_accepts(t, v) for t, v in zip(overload.params, values, strict=False)):
             return overload.impl(*values)
     shown = ", ".join(type_name(v) for v in values)
     raise CelRuntimeError(f"no such overload: {name}({shown})")
@@ -197,7 +203,7 @@ def _select(value: object, field: str, test_only: bool) -> object:
     raise CelRuntimeError(f"type '{type_name(value)}' does not support field selection")
 
 
-def _index(container: object, key: object) -> object:
+def _index(container: Any, key: Any) -> object:
     if isinstance(container, list):
         if type(key) not in (int, UInt, float) or (type(key) is float and key != int(key)):
             raise CelRuntimeError(f"unsupported index type '{type_name(key)}' in list")
@@ -224,7 +230,7 @@ def _optionally(value: object, optional: bool, access: Callable[[object], object
     return OptionalValue(True, access(value))
 
 
-def _present(container: object, key: object) -> bool:
+def _present(container: Any, key: Any) -> bool:
     if isinstance(container, DeviceValue):
         return key in container.fields
     if isinstance(container, DomainMap):
@@ -289,9 +295,9 @@ def _not(operand: Closure) -> Closure:
     return negate
 
 
-_SPECIAL = {
-    "_&&_": lambda l, r: _absorbing(l, r, False),
-    "_||_": lambda l, r: _absorbing(l, r, True),
+_SPECIAL: dict[str, Callable[..., Closure]] = {
+    "_&&_": lambda left, right: _absorbing(left, right, False),
+    "_||_": lambda left, right: _absorbing(left, right, True),
     "_?_:_": _conditional,
     "_==_": _equality(False),
     "_!=_": _equality(True),
@@ -316,7 +322,7 @@ def _comprehension(node: Comprehension) -> Closure:
     var, var2, macro = node.var, node.var2, node.macro
     weight = body_weight(node.body) + (body_weight(node.transform) if node.transform is not None else 0)
 
-    def bindings(env: dict):
+    def bindings(env: dict) -> Iterator[dict]:
         source = rng(env)
         is_list = isinstance(source, list)
         budget: Budget = env[BUDGET]
@@ -352,6 +358,7 @@ def _comprehension(node: Comprehension) -> Closure:
     if macro == "exists_one":
         return lambda env: sum(1 for scope in bindings(env) if predicate(scope)) == 1
     if macro == "filter":
+
         def keep(env: dict) -> list:
             return [scope[var2 or var] if var2 is None else scope[var2] for scope in bindings(env) if predicate(scope)]
 
@@ -361,6 +368,7 @@ def _comprehension(node: Comprehension) -> Closure:
             return lambda env: [transform(scope) for scope in bindings(env) if predicate(scope)]
         return lambda env: [body(scope) for scope in bindings(env)]
     if macro == "transformMap":
+
         def transform_map(env: dict) -> dict:
             out = {}
             for scope in bindings(env):
@@ -370,10 +378,16 @@ def _comprehension(node: Comprehension) -> Closure:
 
         return transform_map
     if macro == "sortBy":
+
         def sort_by(env: dict) -> list:
-            pairs = [(body(scope), scope[var]) for scope in bindings(env)]
-            ordered = sorted(pairs, key=functools.cmp_to_key(lambda a, b: compare(a[0], b[0])))
+            pairs: list[tuple[Any, Any]] = [(body(scope), scope[var]) for scope in bindings(env)]
+            ordered = sorted(pairs, key=functools.cmp_to_key(_compare_keys))
             return [item for _, item in ordered]
 
         return sort_by
     raise CelRuntimeError(f"unknown macro {macro}")
+
+
+def _compare_keys(a: tuple[Any, Any], b: tuple[Any, Any]) -> int:
+    """sortBy's order: by the computed key, the first of each (key, item) pair."""
+    return compare(a[0], b[0])

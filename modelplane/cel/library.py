@@ -7,18 +7,36 @@ but not `isGreaterThan(q, p)`; `sign(q)` but not `q.sign()`; `size()` both ways.
 Sources: cel-go's standard library and ext.Strings (v2), ext.Sets, ext.Lists; Kubernetes'
 apiserver CEL libraries (quantity, semver, regex, lists); DRA's `includes`.
 """
+
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from . import regex
 from .errors import CelRuntimeError
 from .quantity import Quantity, QuantityError
 from .semver import Semver, SemverError, is_semver
-from .types import (BOOL, BYTES, DOUBLE, DYN, INT, LIST_DYN, MAP_DYN, NULL, OPTIONAL_DYN, QUANTITY, SEMVER, STRING,
-                    TYPE, UINT, Type, list_of)
+from .types import (
+    BOOL,
+    BYTES,
+    DOUBLE,
+    DYN,
+    INT,
+    LIST_DYN,
+    MAP_DYN,
+    NULL,
+    OPTIONAL_DYN,
+    QUANTITY,
+    SEMVER,
+    STRING,
+    TYPE,
+    UINT,
+    Type,
+    list_of,
+)
 from .values import MISSING, NONE, CelType, OptionalValue, UInt, compare, equals, lookup_key, type_name
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -64,6 +82,7 @@ def checked_uint(value: int) -> UInt:
 
 
 # ---- operators -----------------------------------------------------------------------------------
+
 
 @define("-_", (INT,), INT)
 def _neg_int(a):
@@ -115,6 +134,7 @@ define("_+_", (STRING, STRING), STRING)(lambda a, b: a + b)
 define("_+_", (BYTES, BYTES), BYTES)(lambda a, b: a + b)
 define("_+_", (LIST_DYN, LIST_DYN), LIST_DYN)(lambda a, b: list(a) + list(b))
 
+
 def _numeric_order(test: Callable[[int], bool]) -> Callable[[object, object], bool]:
     def order(a, b) -> bool:
         if (type(a) is float and math.isnan(a)) or (type(b) is float and math.isnan(b)):
@@ -124,8 +144,12 @@ def _numeric_order(test: Callable[[int], bool]) -> Callable[[object, object], bo
     return order
 
 
-for _name, _test in (("_<_", lambda c: c < 0), ("_<=_", lambda c: c <= 0),
-                     ("_>_", lambda c: c > 0), ("_>=_", lambda c: c >= 0)):
+for _name, _test in (
+    ("_<_", lambda c: c < 0),
+    ("_<=_", lambda c: c <= 0),
+    ("_>_", lambda c: c > 0),
+    ("_>=_", lambda c: c >= 0),
+):
     for _a in (INT, UINT, DOUBLE):
         for _b in (INT, UINT, DOUBLE):
             define(_name, (_a, _b), BOOL)(_numeric_order(_test))
@@ -154,6 +178,7 @@ define("@in", (DYN, MAP_DYN), BOOL)(lambda v, c: contains(c, v))
 
 
 # ---- size and conversions ------------------------------------------------------------------------
+
 
 def _size(value):
     return len(value)
@@ -270,8 +295,10 @@ define("type", (DYN,), TYPE)(lambda v: CelType(type_name(v)))
 
 # ---- strings (standard library and ext.Strings v2) -----------------------------------------------
 
+
 def _regex(function: Callable) -> Callable:
     """A regex function (RE2, as Go's regexp) whose bad pattern is a CEL runtime error."""
+
     def run(*args):
         try:
             return function(*args)
@@ -292,7 +319,7 @@ define("matches", (STRING, STRING), BOOL, cost=10)(_regex(regex.matches))
 def _char_at(s, i):
     if not 0 <= i <= len(s):
         raise fail(f"index out of range: {i}")
-    return s[i:i + 1]
+    return s[i : i + 1]
 
 
 def _check_offset(s: str, i: int) -> None:
@@ -326,10 +353,15 @@ define("lowerAscii", (STRING,), STRING, member=True)(lambda s: "".join(c.lower()
 define("upperAscii", (STRING,), STRING, member=True)(lambda s: "".join(c.upper() if c.isascii() else c for c in s))
 define("replace", (STRING, STRING, STRING), STRING, member=True)(lambda s, old, new: s.replace(old, new))
 define("replace", (STRING, STRING, STRING, INT), STRING, member=True)(
-    lambda s, old, new, n: s.replace(old, new) if n < 0 else s.replace(old, new, n))
-define("trim", (STRING,), STRING, member=True)(lambda s: s.strip(" \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003"
-                                                              "\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028"
-                                                              "\u2029\u202f\u205f\u3000"))
+    lambda s, old, new, n: s.replace(old, new) if n < 0 else s.replace(old, new, n)
+)
+define("trim", (STRING,), STRING, member=True)(
+    lambda s: s.strip(
+        " \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003"
+        "\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028"
+        "\u2029\u202f\u205f\u3000"
+    )
+)
 
 
 @define("split", (STRING, STRING), list_of(STRING), member=True)
@@ -345,7 +377,7 @@ def _split_n(s, sep, n):
         return _split(s, sep)
     if sep == "":
         chars = list(s)
-        return chars[:n - 1] + (["".join(chars[n - 1:])] if len(chars) >= n else [])
+        return chars[: n - 1] + (["".join(chars[n - 1 :])] if len(chars) >= n else [])
     return s.split(sep, n - 1)
 
 
@@ -395,13 +427,16 @@ REGEX_FUNCTIONS = {"matches", "find", "findAll"}  # their pattern argument must 
 
 # ---- lists (Kubernetes lists library, ext.Lists, ext.Sets) ---------------------------------------
 
+
 def _ordered(items: list) -> list:
-    for a, b in zip(items, items[1:]):
+    for a, b in itertools.pairwise(items):
         compare(a, b)  # raises for mixed or unorderable element types
     return items
 
 
-define("isSorted", (LIST_DYN,), BOOL, member=True)(lambda xs: all(compare(a, b) <= 0 for a, b in zip(xs, xs[1:])))
+define("isSorted", (LIST_DYN,), BOOL, member=True)(
+    lambda xs: all(compare(a, b) <= 0 for a, b in itertools.pairwise(xs))
+)
 
 
 @define("sum", (LIST_DYN,), DYN, member=True)
@@ -474,6 +509,7 @@ define("reverse", (LIST_DYN,), LIST_DYN, member=True)(lambda xs: list(reversed(x
 @define("sort", (LIST_DYN,), LIST_DYN, member=True)
 def _sort(xs):
     import functools
+
     return sorted(_ordered(list(xs)), key=functools.cmp_to_key(compare))
 
 
@@ -504,6 +540,7 @@ def _includes(target, value):
 
 
 # ---- Kubernetes quantity library ------------------------------------------------------------------
+
 
 def _parse_quantity(text: str) -> Quantity:
     try:
@@ -537,6 +574,8 @@ def _as_integer(q):
 
 
 define("asApproximateFloat", (QUANTITY,), DOUBLE, member=True)(lambda q: q.as_approximate_float())
+
+
 def _arithmetic(operation: Callable) -> Callable:
     def run(q, other):
         try:
@@ -558,6 +597,7 @@ for _kind in (QUANTITY, SEMVER):
 
 
 # ---- Kubernetes semver library --------------------------------------------------------------------
+
 
 def _parse_semver(text: str, normalize: bool = False) -> Semver:
     try:
@@ -585,8 +625,11 @@ define("optional.none", (), OPTIONAL_DYN)(lambda: NONE)
 
 @define("optional.ofNonZeroValue", (DYN,), OPTIONAL_DYN)
 def _of_non_zero(v):
-    zero = v in (0, "", b"", False, None) if type(v) in (int, UInt, float, str, bytes, bool, type(None)) else \
-        (len(v) == 0 if isinstance(v, (list, dict)) else False)
+    zero = (
+        v in (0, "", b"", False, None)
+        if type(v) in (int, UInt, float, str, bytes, bool, type(None))
+        else (len(v) == 0 if isinstance(v, (list, dict)) else False)
+    )
     return NONE if zero else OptionalValue(True, v)
 
 

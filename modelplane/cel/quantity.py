@@ -26,6 +26,7 @@ Surprises kept on purpose (each one is what the Go code does):
 Not ported: Go's CEL `add`/`sub` copy the Quantity struct, which shares an inf.Dec pointer, and
 `Cmp` converts its receiver to inf.Dec in place; here every operation is pure (new objects only).
 """
+
 from __future__ import annotations
 
 import decimal
@@ -115,10 +116,10 @@ def _cmp(c1: int, e1: int, c2: int, e2: int) -> int:
 def _integer_value(c: int, e: int) -> int | None:
     """c*10**e if it is a whole number, else None."""
     if e >= 0:
-        return c * 10 ** e
+        return c * 10**e
     if -e > _ndigits(c):
         return 0 if c == 0 else None
-    q, r = divmod(abs(c), 10 ** -e)
+    q, r = divmod(abs(c), 10**-e)
     return None if r else (q if c > 0 else -q)
 
 
@@ -200,6 +201,12 @@ class Quantity:
     #   _c * 10**(_e + _gs) with _e + _gs >= 0. Only as_approximate_float and the scale of Dec sums
     #   depend on _gs, so it is tracked without building the (possibly huge) unscaled integer.
     # _fmt: BinarySI / DecimalSI / DecimalExponent.  _s: Go's cached String() ("" = none).
+    _c: int
+    _e: int
+    _dec: bool
+    _gs: int
+    _fmt: str
+    _s: str
 
     def __init__(self, *args, **kwargs):
         raise TypeError("use Quantity.parse() or Quantity.from_int()")
@@ -208,8 +215,7 @@ class Quantity:
         return Quantity._make, (self._c, self._e, self._fmt, self._dec, self._gs, self._s)
 
     @classmethod
-    def _make(cls, c: int, e: int, fmt: str, dec: bool = False, gs: int | None = None,
-              s: str = "") -> Quantity:
+    def _make(cls, c: int, e: int, fmt: str, dec: bool = False, gs: int | None = None, s: str = "") -> Quantity:
         q = object.__new__(cls)
         q._dec, q._c, q._e, q._fmt, q._s = dec, c, e, fmt, s
         q._gs = (-e if gs is None else gs) if dec else 0
@@ -276,7 +282,7 @@ class Quantity:
                 if _ndigits(u) < shift:  # 0 < u < 10**shift: rounds up to 1n
                     c = 1
                 else:
-                    q, r = divmod(u, 10 ** shift)
+                    q, r = divmod(u, 10**shift)
                     c = q + (1 if r else 0)
                 e = -9
             gs = 9  # gs < 9: Go multiplies the unscaled value by 10**(9-gs); same value
@@ -314,7 +320,7 @@ class Quantity:
             return self._c
         if self._e >= 19:  # 10**19 alone overflows int64
             return None
-        result = self._c * 10 ** self._e
+        result = self._c * 10**self._e
         return result if _fits64(result) else None
 
     def is_integer(self) -> bool:
@@ -336,7 +342,7 @@ class Quantity:
                 base = math.copysign(math.inf, self._c)  # big.Float.Float64 overflows to +-Inf
             else:
                 try:
-                    base = float(self._c * 10 ** shift)
+                    base = float(self._c * 10**shift)
                 except OverflowError:
                     base = math.copysign(math.inf, self._c)
             exponent = -self._gs
@@ -370,7 +376,7 @@ class Quantity:
             diff = abs(sa - sb)
             if diff >= 19:
                 return None
-            high *= 10 ** diff
+            high *= 10**diff
             if not _fits64(high):
                 return None
             a, b, sa = high, low, min(sa, sb)
@@ -430,11 +436,11 @@ class Quantity:
         stripped = digits.rstrip("0")
         exponent = e + len(digits) - len(stripped)
         pad = exponent % 3  # lower the exponent to a multiple of 3 (towards -inf)
-        mantissa, exponent = stripped + "0" * pad, exponent - pad
+        significand, exponent = stripped + "0" * pad, exponent - pad
         suffix = _DEC_BY_EXP.get(exponent) if fmt == DECIMAL_SI else None
         if suffix is None:  # DecimalExponent, or DecimalSI beyond n..E (falls back to "e")
             suffix = f"e{exponent}" if exponent else ""
-        return ("-" if c < 0 else "") + mantissa + suffix
+        return ("-" if c < 0 else "") + significand + suffix
 
     def __str__(self) -> str:
         """Quantity.String(): the cached parse input if Go cached it, else the canonical form."""

@@ -14,6 +14,7 @@ Where RE2 C++ and Go differ, Go wins:
 RE2's default 8 MiB program budget refuses a few huge patterns Go accepts (`\\pL{1000}`): a
 clear error, and a bound on compile time.
 """
+
 from __future__ import annotations
 
 import functools

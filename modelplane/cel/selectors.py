@@ -6,11 +6,12 @@ compile error naming the gate (checker.GATED_FIELDS, checker.GATED_FUNCTIONS). O
 `compile_selector` (and `modelplane.devices.evaluate`) take `gates`, for Kubernetes' own gate-on
 test cases; nothing that reads config passes it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
 
 from . import checker, tree
 from .checker import NO_GATES
@@ -66,8 +67,10 @@ def validate_selector(expression: str) -> CompiledSelector:
         raise SelectorCompileError(f"expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_LENGTH}")
     compiled = compile_selector(expression)
     if compiled.estimated_cost > MAX_ESTIMATED_COST:
-        raise SelectorCompileError(f"too complex: estimated cost {compiled.estimated_cost} exceeds the limit of "
-                                   f"{MAX_ESTIMATED_COST} (nested macros over large lists?)")
+        raise SelectorCompileError(
+            f"too complex: estimated cost {compiled.estimated_cost} exceeds the limit of "
+            f"{MAX_ESTIMATED_COST} (nested macros over large lists?)"
+        )
     return compiled
 
 

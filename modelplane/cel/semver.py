@@ -7,13 +7,23 @@ Error messages follow the Go text; `%q` is approximated by `_go_quote`.
 Go stores the numbers as uint64, so values above 2**64-1 are rejected here as well. Semver has
 deliberately no rich comparisons (`__eq__`, `__lt__`, ...): compare with `compare()`.
 """
+
 from __future__ import annotations
 
 _NUMBERS = frozenset("0123456789")
 _ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789")
 _UINT64_MAX = 2**64 - 1
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
-               '"': '\\"', "\\": "\\\\"}
+_GO_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    '"': '\\"',
+    "\\": "\\\\",
+}
 
 
 class SemverError(ValueError):
@@ -100,7 +110,7 @@ def _compare_identifier(a: int | str, b: int | str) -> int:
     a_num, b_num = isinstance(a, int), isinstance(b, int)
     if a_num != b_num:
         return -1 if a_num else 1
-    return (a > b) - (a < b)  # ints numerically, strs by code point (ASCII bytes here)
+    return (a > b) - (a < b)  # type: ignore[operator]  # both ints or both strs (above); ints numerically, strs by code point (ASCII bytes here)
 
 
 class Semver:
@@ -155,7 +165,7 @@ class Semver:
             return 1 if mine > theirs else -1
         if not self.pre or not other.pre:  # a release sorts above its pre-releases
             return (not self.pre) - (not other.pre)
-        for a, b in zip(self.pre, other.pre):
+        for a, b in zip(self.pre, other.pre, strict=False):  # then the longer sorts above
             if result := _compare_identifier(a, b):
                 return result
         return (len(self.pre) > len(other.pre)) - (len(self.pre) < len(other.pre))

@@ -5,6 +5,7 @@ Copyright 2020 Capital One Services, LLC, Apache-2.0, license in cel.lark.LICENS
 `m[?key]`) and that its own error hints recommend. Full compilation (functions, fields, types,
 cost) is `modelplane.cel.selectors`, which parses with `parse_cel` from here (through `tree`).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,10 +35,17 @@ def _parser() -> lark.Lark:
     if member_rule is None:  # pragma: no cover - a cel-python upgrade changed the grammar
         raise RuntimeError("cel-python's grammar has no 'member' rule; update modelplane.cel.syntax")
     extended = grammar.replace(member_rule.group(0), member_rule.group(0) + " | member_dot_opt | member_index_opt")
-    return lark.Lark(extended + _OPTIONAL_RULES, parser="lalr", start="expr", g_regex_flags=re.M,
-                     lexer_callbacks={"IDENT": _literal_keywords}, propagate_positions=True,
-                     maybe_placeholders=False, priority="invert",
-                     cache=True)  # the LALR tables, in the temp dir: building them costs ~0.15 s per process
+    return lark.Lark(
+        extended + _OPTIONAL_RULES,
+        parser="lalr",
+        start="expr",
+        g_regex_flags=re.M,
+        lexer_callbacks={"IDENT": _literal_keywords},
+        propagate_positions=True,
+        maybe_placeholders=False,
+        priority="invert",
+        cache=True,
+    )  # the LALR tables, in the temp dir: building them costs ~0.15 s per process
 
 
 def _literal_keywords(token: lark.Token) -> lark.Token:
@@ -51,20 +59,25 @@ def parse_cel(expression: str) -> lark.Tree:
     Also refuses nesting deeper than MAX_NESTING, as cel-go's parser refuses deep recursion.
     """
     if len(expression) > MAX_CODE_POINTS:  # bounds the parse time too
-        raise CelSyntaxError(f"expression code point size exceeds limit: size: {len(expression)}, "
-                             f"limit {MAX_CODE_POINTS}")
+        raise CelSyntaxError(
+            f"expression code point size exceeds limit: size: {len(expression)}, limit {MAX_CODE_POINTS}"
+        )
     try:
         tree = _parser().parse(expression)  # LALR: no Python recursion, however deep the input nests
     except UnexpectedInput as error:
         context = error.get_context(expression).rstrip("\n")
-        raise CelSyntaxError(context, getattr(error, "line", None), getattr(error, "column", None),
-                             _expected(error)) from None
+        raise CelSyntaxError(
+            context, getattr(error, "line", None), getattr(error, "column", None), _expected(error)
+        ) from None
     except RecursionError:
         raise CelSyntaxError("the expression nests too deeply") from None
     depth, beyond = nesting(tree)
     if beyond is not None:
-        raise CelSyntaxError(f"expression nests {depth} levels deep; at most {MAX_NESTING}",
-                             getattr(beyond.meta, "line", None), getattr(beyond.meta, "column", None))
+        raise CelSyntaxError(
+            f"expression nests {depth} levels deep; at most {MAX_NESTING}",
+            getattr(beyond.meta, "line", None),
+            getattr(beyond.meta, "column", None),
+        )
     return tree
 
 
@@ -74,11 +87,34 @@ def parse_cel(expression: str) -> lark.Tree:
 # stop at 100; real selectors nest fewer than 10 levels.
 MAX_NESTING = 100
 MAX_CODE_POINTS = 100_000  # cel-go's parser default (expressionSizeCodePointLimit)
-WRAPPERS = {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member",
-             "primary"}  # with one child they only pass it on (and so does paren_expr, counted as a level)
-_NOT_NODES = {"exprlist", "mapinits", "fieldinits", "relation_lt", "relation_le", "relation_gt", "relation_ge",
-              "relation_eq", "relation_ne", "relation_in", "addition_add", "addition_sub", "multiplication_mul",
-              "multiplication_div", "multiplication_mod"}  # argument lists and the operator half of a binary node
+WRAPPERS = {
+    "expr",
+    "conditionalor",
+    "conditionaland",
+    "relation",
+    "addition",
+    "multiplication",
+    "unary",
+    "member",
+    "primary",
+}  # with one child they only pass it on (and so does paren_expr, counted as a level)
+_NOT_NODES = {
+    "exprlist",
+    "mapinits",
+    "fieldinits",
+    "relation_lt",
+    "relation_le",
+    "relation_gt",
+    "relation_ge",
+    "relation_eq",
+    "relation_ne",
+    "relation_in",
+    "addition_add",
+    "addition_sub",
+    "multiplication_mul",
+    "multiplication_div",
+    "multiplication_mod",
+}  # argument lists and the operator half of a binary node
 
 
 def nesting(tree: lark.Tree) -> tuple[int, lark.Tree | None]:
@@ -129,14 +165,24 @@ def chain_terms(node: lark.Tree) -> list:
 def unary_run(node: lark.Tree) -> tuple[int, lark.Tree]:
     """`!!!x` -> (3, x): how many times the same unary operator repeats, and its operand."""
     op, count = node.children[0].data, 0
-    while isinstance(node, lark.Tree) and node.data == "unary" and len(node.children) == 2 \
-            and node.children[0].data == op:
+    while (
+        isinstance(node, lark.Tree) and node.data == "unary" and len(node.children) == 2 and node.children[0].data == op
+    ):
         count, node = count + 1, node.children[1]
     return count, node
 
 
-_PUNCTUATION = {"RPAR": "')'", "RSQB": "']'", "RBRACE": "'}'", "COMMA": "','", "COLON": "':'", "DOT": "'.'",
-                "LPAR": "'('", "LSQB": "'['", "QMARK": "'?'"}
+_PUNCTUATION = {
+    "RPAR": "')'",
+    "RSQB": "']'",
+    "RBRACE": "'}'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "DOT": "'.'",
+    "LPAR": "'('",
+    "LSQB": "'['",
+    "QMARK": "'?'",
+}
 _OPERAND_STARTS = {"IDENT", "INT_LIT", "STRING_LIT", "LPAR"}
 
 
@@ -147,7 +193,7 @@ def _expected(error: UnexpectedInput) -> str:
         expected = set(error.expected)
     elif isinstance(error, UnexpectedCharacters):
         expected = set(error.allowed or ())
-    if _OPERAND_STARTS <= expected:
+    if expected >= _OPERAND_STARTS:
         return "expected a value, a name or '(' here"
     shown = sorted(_PUNCTUATION[name] for name in expected if name in _PUNCTUATION)
     return f"expected {' or '.join(shown)}" if shown and len(shown) <= 4 else ""
@@ -162,7 +208,8 @@ def cel_syntax_problem(expression: str) -> str | None:
         where = f" at line {error.line}, column {error.column}" if error.line is not None else ""
         expected = f": {error.expected}" if error.expected else ""
         message = str(error)  # a caret context (several lines), or one line of its own
-        context = ("\n      " + message.replace("\n", "\n      ") if "\n" in message else f": {message}") \
-            if message else ""
+        context = (
+            ("\n      " + message.replace("\n", "\n      ") if "\n" in message else f": {message}") if message else ""
+        )
         return f"CEL syntax error{where}{expected}{context}"
     return None

@@ -3,15 +3,17 @@
 cel-python supplies the grammar and the parse; everything after (macros, type checking,
 evaluation) is ours, so the semantics can follow cel-go and Kubernetes exactly.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 import lark
 
-from .syntax import WRAPPERS, CelSyntaxError, chain_terms, parse_cel, unary_run
 from .errors import SelectorCompileError
+from .syntax import WRAPPERS, CelSyntaxError, chain_terms, parse_cel, unary_run
 from .values import UInt
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -95,10 +97,18 @@ class Parsed:
 
 
 _OPERATORS = {
-    "relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_", "relation_ge": "_>=_",
-    "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "@in",
-    "addition_add": "_+_", "addition_sub": "_-_",
-    "multiplication_mul": "_*_", "multiplication_div": "_/_", "multiplication_mod": "_%_",
+    "relation_lt": "_<_",
+    "relation_le": "_<=_",
+    "relation_gt": "_>_",
+    "relation_ge": "_>=_",
+    "relation_eq": "_==_",
+    "relation_ne": "_!=_",
+    "relation_in": "@in",
+    "addition_add": "_+_",
+    "addition_sub": "_-_",
+    "multiplication_mul": "_*_",
+    "multiplication_div": "_/_",
+    "multiplication_mod": "_%_",
 }
 _ONE_VAR_MACROS = {"all", "exists", "exists_one", "existsOne", "map", "filter", "sortBy"}
 _TWO_VAR_MACROS = {"all", "exists", "existsOne", "exists_one", "transformList", "transformMap"}
@@ -209,6 +219,7 @@ class _Builder:
 
     def _macro(self, name: str, target: Node, raw_args: list) -> Node:
         var = _bare_ident(raw_args[0])
+        assert var is not None  # the caller checked
         if len(raw_args) == 2:
             if name in ("transformList", "transformMap"):
                 raise SelectorCompileError(f"{name}() needs three or four arguments")
@@ -219,14 +230,21 @@ class _Builder:
         if len(raw_args) == 3 and var2 is not None and name in _TWO_VAR_MACROS:
             return Comprehension(_canonical(name), target, var, self.build(raw_args[2]), var2=var2)
         if len(raw_args) == 4 and var2 is not None and name in ("transformList", "transformMap"):
-            return Comprehension(name, target, var, self.build(raw_args[2]), var2=var2,  # (i, v, filter, transform)
-                                 transform=self.build(raw_args[3]))
+            return Comprehension(
+                name,
+                target,
+                var,
+                self.build(raw_args[2]),
+                var2=var2,  # (i, v, filter, transform)
+                transform=self.build(raw_args[3]),
+            )
         raise SelectorCompileError(f"wrong number of arguments to the {name}() macro")
 
     def _bind(self, raw_args: list) -> Node:
-        if len(raw_args) != 3 or _bare_ident(raw_args[0]) is None:
+        name = _bare_ident(raw_args[0]) if len(raw_args) == 3 else None
+        if name is None:
             raise SelectorCompileError("cel.bind() takes (variable name, value, expression)")
-        return Bind(_bare_ident(raw_args[0]), self.build(raw_args[1]), self.build(raw_args[2]))
+        return Bind(name, self.build(raw_args[1]), self.build(raw_args[2]))
 
     def _ident_arg(self, tree: lark.Tree) -> Node:
         name, *rest = tree.children
@@ -236,8 +254,10 @@ class _Builder:
                 raise SelectorCompileError("has() takes exactly one argument")
             inner = self.build(raw_args[0])
             if not isinstance(inner, Select):
-                raise SelectorCompileError("invalid argument to has() macro: it takes a field selection, "
-                                           "e.g. has(device.attributes[\"domain\"].name)")
+                raise SelectorCompileError(
+                    "invalid argument to has() macro: it takes a field selection, "
+                    'e.g. has(device.attributes["domain"].name)'
+                )
             return Select(inner.operand, inner.field, test_only=True)
         return Call(str(name), tuple(self.build(a) for a in raw_args))
 
@@ -256,10 +276,10 @@ class _Builder:
         if not tree.children or tree.children[0] is None:
             return MapLit(())
         parts = [self.build(c) for c in tree.children[0].children]
-        return MapLit(tuple(zip(parts[0::2], parts[1::2])))
+        return MapLit(tuple(zip(parts[0::2], parts[1::2], strict=True)))
 
     def _literal(self, tree: lark.Tree) -> Node:
-        token = tree.children[0]
+        token = cast(lark.Token, tree.children[0])
         return Lit(literal_value(token.type, str(token)))
 
 
@@ -278,8 +298,20 @@ def _canonical(name: str) -> str:
     return "exists_one" if name == "existsOne" else name
 
 
-_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-            "\\": "\\", "?": "?", '"': '"', "'": "'", "`": "`"}
+_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "?": "?",
+    '"': '"',
+    "'": "'",
+    "`": "`",
+}
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3}|.)", re.S)
 
 
@@ -319,13 +351,13 @@ def _string(text: str, as_bytes: bool = False) -> str | bytes:
     if raw:
         text = text[1:]
     quote = text[:3] if text[:3] in ('"""', "'''") else text[:1]
-    body = text[len(quote):-len(quote)]
+    body = text[len(quote) : -len(quote)]
     if raw:
         return body.encode() if as_bytes else body
     pieces: list[str | int] = []  # text, or a raw byte value (\x.. and octal escapes in bytes literals)
     position = 0
     for match in _ESCAPE.finditer(body):
-        pieces.append(body[position:match.start()])
+        pieces.append(body[position : match.start()])
         position = match.end()
         code = match.group(1)
         if code in _ESCAPES:

@@ -3,11 +3,10 @@
 Only what device selectors need: the `device` object, the scalar kinds, lists, maps, Quantity,
 Semver, and `dyn` (unknown until run time, e.g. an attribute value).
 """
+
 from __future__ import annotations
 
-from typing import Union
-
-Type = Union[str, tuple]
+Type = str | tuple
 
 BOOL, INT, UINT, DOUBLE, STRING, BYTES = "bool", "int", "uint", "double", "string", "bytes"
 NULL, DYN, TYPE = "null_type", "dyn", "type"
@@ -69,7 +68,7 @@ def show(t: Type) -> str:
 
 def assignable(param: Type, arg: Type) -> bool:
     """Can a value of static type `arg` be passed where `param` is expected?"""
-    if param == DYN or arg == DYN or param == arg:
+    if param in (DYN, arg) or arg == DYN:
         return True
     if is_list(param) and is_list(arg):
         return assignable(param[1], arg[1])

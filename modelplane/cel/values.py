@@ -3,9 +3,11 @@
 Values are plain Python objects (bool, int, float, str, bytes, None, list, dict) plus UInt,
 Quantity and Semver. Note `bool` is an `int` subclass in Python: every type test here puts bool first.
 """
+
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .errors import CelRuntimeError
 from .quantity import Quantity
@@ -78,9 +80,18 @@ def type_name(value: object) -> str:
     return getattr(value, "cel_type", kind.__name__)
 
 
-_GO_NAMES = {"bool": "types.Bool", "int": "types.Int", "uint": "types.Uint", "double": "types.Double",
-             "string": "types.String", "bytes": "types.Bytes", "null_type": "types.Null",
-             "kubernetes.Quantity": "cel.Quantity", "kubernetes.Semver": "cel.Semver", "type": "types.Type"}
+_GO_NAMES = {
+    "bool": "types.Bool",
+    "int": "types.Int",
+    "uint": "types.Uint",
+    "double": "types.Double",
+    "string": "types.String",
+    "bytes": "types.Bytes",
+    "null_type": "types.Null",
+    "kubernetes.Quantity": "cel.Quantity",
+    "kubernetes.Semver": "cel.Semver",
+    "type": "types.Type",
+}
 
 
 def go_type_name(value: object) -> str:
@@ -92,7 +103,7 @@ def is_number(value: object) -> bool:
     return type(value) in (int, UInt, float)
 
 
-def equals(left: object, right: object) -> bool:
+def equals(left: Any, right: Any) -> bool:
     """CEL `==`: heterogeneous equality (false across types, numbers compared by value).
 
     Quantity and Semver compare by value with their own kind; a Quantity or Semver on the left of
@@ -109,11 +120,14 @@ def equals(left: object, right: object) -> bool:
         if (lt is float and math.isnan(left)) or (rt is float and math.isnan(right)):
             return False
         return left == right
-    if lt is not rt and not (isinstance(left, list) and isinstance(right, list)) \
-            and not (isinstance(left, dict) and isinstance(right, dict)):
+    if (
+        lt is not rt
+        and not (isinstance(left, list) and isinstance(right, list))
+        and not (isinstance(left, dict) and isinstance(right, dict))
+    ):
         return False
     if isinstance(left, list):
-        return len(left) == len(right) and all(equals(a, b) for a, b in zip(left, right))
+        return len(left) == len(right) and all(equals(a, b) for a, b in zip(left, right, strict=True))
     if isinstance(left, dict):
         if len(left) != len(right):
             return False
@@ -158,7 +172,7 @@ def lookup_key(mapping: dict, key: object, presence: bool = False) -> object:
 MISSING = _MISSING
 
 
-def compare(left: object, right: object) -> int:
+def compare(left: Any, right: Any) -> int:
     """CEL ordering (`<` and friends): numbers across int/uint/double, strings, bools, bytes."""
     lt, rt = type(left), type(right)
     if is_number(left) and is_number(right):

@@ -1,5 +1,6 @@
 """DRA devices as selectors see them (pure): an InferenceClass devices[] entry as the CEL `device`
 value, and selectors evaluated against devices. The CEL engine itself is `modelplane.cel`."""
+
 from .device import device_key, device_value
 from .evaluation import SelectorCache, evaluate
 

@@ -4,11 +4,13 @@ As Kubernetes builds it from a ResourceSlice: a name without '/' lives under the
 as domain, `domain/id` under its own domain; versions are strict semver; capacities are
 quantities in the canonical form the API server stores them in.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from ..api.inference_class import DeviceSpec
 from ..cel.errors import SelectorEvaluationError

@@ -5,9 +5,11 @@ DRA allocator would say so, SelectorCompileError where the API server would refu
 expression, SelectorEvaluationError where allocation would abort with a CEL runtime error.
 Compiling and the API server's checks are `modelplane.cel.selectors`.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..api.inference_class import DeviceSpec
 from ..cel.checker import NO_GATES

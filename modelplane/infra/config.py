@@ -1,7 +1,9 @@
 """Read the Fleet from the running Pulumi program's config (`pulumi.Config("modelplane")`)."""
+
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
@@ -20,8 +22,7 @@ def read_config() -> dict[str, Any]:
     """
     keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
     prefix = f"{CONFIG_NAMESPACE}:"
-    return {key[len(prefix):]: runtime_config.get_config(key)
-            for key in sorted(keys) if key.startswith(prefix)}
+    return {key[len(prefix) :]: runtime_config.get_config(key) for key in sorted(keys) if key.startswith(prefix)}
 
 
 def secret_config_keys(keys: Iterable[str]) -> set[str]:
@@ -29,8 +30,7 @@ def secret_config_keys(keys: Iterable[str]) -> set[str]:
     leaf of it was set with `--secret`, and arrives decrypted, so no message may show its text."""
     prefix = f"{CONFIG_NAMESPACE}:"
     from_env = set(runtime_config.get_config_secret_keys_env())
-    return {key for key in keys
-            if runtime_config.is_config_secret(prefix + key) or prefix + key in from_env}
+    return {key for key in keys if runtime_config.is_config_secret(prefix + key) or prefix + key in from_env}
 
 
 def load_fleet_from_pulumi() -> Fleet:

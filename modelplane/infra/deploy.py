@@ -13,8 +13,10 @@ A replica that moves has a new name (names derive from placement), so its replac
 set of resources, created and awaited during the update; the engine deletes the old replica,
 its endpoint and its place in the route only at the end of the update. There is no serving gap.
 """
+
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,7 @@ from ..api import Fleet, NamespacedName
 from ..render.fleet import WorkloadClusterParts, workload_cluster_parts, workload_stack
 from ..render.front_door import front_door_parts, front_door_stack, service_address
 from ..render.metallb import kind_cluster_names
-from ..render.secrets import placeholder
+from ..render.secrets import cache_token, endpoint_token
 from ..scheduling import PlanResult
 from .backends.base import ClusterRequest, GpuPool
 from .components import (
@@ -59,8 +61,10 @@ def front_door_request(fleet: Fleet) -> ClusterRequest:
 
 
 def build_infrastructure(fleet: Fleet) -> Infrastructure:
-    clusters = {name: InferenceCluster(cluster_request(fleet, name), workload_stack(fleet, name))
-                for name in sorted(fleet.inference_clusters)}
+    clusters = {
+        name: InferenceCluster(cluster_request(fleet, name), workload_stack(fleet, name))
+        for name in sorted(fleet.inference_clusters)
+    }
     gateway = None
     if fleet.inference_gateway is not None:
         gateway = InferenceGateway(front_door_request(fleet), front_door_stack(fleet))
@@ -72,12 +76,10 @@ def secret_values(fleet: Fleet) -> dict[str, pulumi.Output[str]]:
     out = {}
     for key, endpoint in fleet.model_endpoints.items():
         if endpoint.auth is not None:
-            out[placeholder("modelEndpoints", key.namespace, key.name, "auth", "token")] = \
-                secret_output(endpoint.auth.token)
+            out[endpoint_token(key.namespace, key.name)] = secret_output(endpoint.auth.token)
     for key, cache in fleet.model_caches.items():
         if cache.hugging_face is not None and cache.hugging_face.token is not None:
-            out[placeholder("modelCaches", key.namespace, key.name, "huggingFace", "token")] = \
-                secret_output(cache.hugging_face.token)
+            out[cache_token(key.namespace, key.name)] = secret_output(cache.hugging_face.token)
     return out
 
 
@@ -94,8 +96,10 @@ class Placement:
 def build_placement(fleet: Fleet, result: PlanResult, infra: Infrastructure) -> Placement:
     secrets = secret_values(fleet)
     parts = {name: workload_cluster_parts(fleet, result, name) for name in sorted(infra.clusters)}
-    namespaces = {name: tenant_namespaces(name, p.namespaces, infra.clusters[name], infra.clusters[name].provider)
-                  for name, p in parts.items()}
+    namespaces = {
+        name: tenant_namespaces(name, p.namespaces, infra.clusters[name], infra.clusters[name].provider)
+        for name, p in parts.items()
+    }
     caches = _build_caches(parts, infra, namespaces, secrets)
     replicas: dict[str, ModelReplica] = {}
     for name, cluster_parts in parts.items():
@@ -115,27 +119,47 @@ def build_placement(fleet: Fleet, result: PlanResult, infra: Infrastructure) -> 
     return Placement(replicas, endpoints, services, caches)
 
 
-def _build_caches(parts: dict[str, WorkloadClusterParts], infra: Infrastructure,
-                  namespaces: dict[str, dict[str, pulumi.CustomResource]],
-                  secrets: dict[str, pulumi.Output[str]]) -> dict[str, ModelCache]:
+def _build_caches(
+    parts: dict[str, WorkloadClusterParts],
+    infra: Infrastructure,
+    namespaces: dict[str, dict[str, pulumi.CustomResource]],
+    secrets: dict[str, pulumi.Output[str]],
+) -> dict[str, ModelCache]:
     per_cache: dict[NamespacedName, dict[str, Any]] = {}
     for name, cluster_parts in parts.items():
         for key, objects in cluster_parts.caches.items():
-            per_cache.setdefault(key, {})[name] = (objects, infra.clusters[name].provider,
-                                                   [namespaces[name][key.namespace]])
-    return {f"{key.namespace}/{key.name}": ModelCache(key, clusters, secrets)
-            for key, clusters in sorted(per_cache.items())}
+            per_cache.setdefault(key, {})[name] = (
+                objects,
+                infra.clusters[name].provider,
+                [namespaces[name][key.namespace]],
+            )
+    return {
+        f"{key.namespace}/{key.name}": ModelCache(key, clusters, secrets) for key, clusters in sorted(per_cache.items())
+    }
 
 
-def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, replicas: dict[str, ModelReplica],
-                      secrets: dict[str, pulumi.Output[str]]) -> tuple[dict[str, ModelEndpoint], dict[str, ModelService]]:
+def _build_front_door(
+    fleet: Fleet,
+    result: PlanResult,
+    infra: Infrastructure,
+    replicas: dict[str, ModelReplica],
+    secrets: dict[str, pulumi.Output[str]],
+) -> tuple[dict[str, ModelEndpoint], dict[str, ModelService]]:
     gateway = infra.gateway
     assert gateway is not None
     parts = front_door_parts(fleet, result, {})
     namespaces = tenant_namespaces(gateway.cluster, parts.namespaces, gateway, gateway.provider)
-    aliases = {name: GatewayAlias(gateway.cluster, name, gateway.provider, infra.clusters[name].serving_stack.address,
-                                  list(gateway.ready), pulumi.ResourceOptions(parent=gateway))
-               for name in parts.gateway_aliases}
+    aliases = {
+        name: GatewayAlias(
+            gateway.cluster,
+            name,
+            gateway.provider,
+            infra.clusters[name].serving_stack.address,
+            list(gateway.ready),
+            pulumi.ResourceOptions(parent=gateway),
+        )
+        for name in parts.gateway_aliases
+    }
     endpoints: dict[str, ModelEndpoint] = {}
     for endpoint in parts.endpoints:
         key = f"{endpoint.namespace}/{endpoint.name}"
@@ -146,14 +170,22 @@ def _build_front_door(fleet: Fleet, result: PlanResult, infra: Infrastructure, r
             address = infra.clusters[endpoint.replica.cluster].serving_stack.address
             if endpoint.replica.cluster in aliases:
                 depends_on.append(aliases[endpoint.replica.cluster])
-        endpoints[key] = ModelEndpoint(endpoint, gateway.cluster, gateway.provider, address, secrets, depends_on,
-                                       render=parts.objects_of,
-                                       hold_gateway_address=parts.proxy.endpoints_hold_gateway_address)
+        endpoints[key] = ModelEndpoint(
+            endpoint,
+            gateway.cluster,
+            gateway.provider,
+            address,
+            secrets,
+            depends_on,
+            render=parts.objects_of,
+            hold_gateway_address=parts.proxy.endpoints_hold_gateway_address,
+        )
     services: dict[str, ModelService] = {}
-    for key, objects in parts.routes.items():
-        depends_on = [*gateway.ready, namespaces[key.namespace]]
-        depends_on += [endpoints[f"{key.namespace}/{name}"] for name in parts.route_endpoints[key]]
-        url = gateway.address.apply(lambda address, key=key: service_address(address, key))
-        services[f"{key.namespace}/{key.name}"] = ModelService(key, objects, gateway.cluster, gateway.provider, url,
-                                                               depends_on)
+    for service, objects in parts.routes.items():
+        depends_on = [*gateway.ready, namespaces[service.namespace]]
+        depends_on += [endpoints[f"{service.namespace}/{name}"] for name in parts.route_endpoints[service]]
+        url = gateway.address.apply(functools.partial(service_address, key=service))
+        services[f"{service.namespace}/{service.name}"] = ModelService(
+            service, objects, gateway.cluster, gateway.provider, url, depends_on
+        )
     return endpoints, services

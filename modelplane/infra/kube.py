@@ -8,11 +8,13 @@ resources through a generic Kubernetes custom resource; a remote manifest throug
 (secrets, a cloud's file system or network, a kind cluster's MetalLB range, a workload gateway's
 address) are substituted with Outputs here (`substitute`).
 """
+
 from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -24,10 +26,18 @@ from .sources import local_chart, manifest_file
 
 # API groups pulumi-kubernetes has typed classes for (module name under pulumi_kubernetes).
 _TYPED_GROUPS = {
-    "": "core", "apps": "apps", "batch": "batch", "policy": "policy",
-    "rbac.authorization.k8s.io": "rbac", "discovery.k8s.io": "discovery", "resource.k8s.io": "resource",
-    "storage.k8s.io": "storage", "networking.k8s.io": "networking", "scheduling.k8s.io": "scheduling",
-    "admissionregistration.k8s.io": "admissionregistration", "apiextensions.k8s.io": "apiextensions",
+    "": "core",
+    "apps": "apps",
+    "batch": "batch",
+    "policy": "policy",
+    "rbac.authorization.k8s.io": "rbac",
+    "discovery.k8s.io": "discovery",
+    "resource.k8s.io": "resource",
+    "storage.k8s.io": "storage",
+    "networking.k8s.io": "networking",
+    "scheduling.k8s.io": "scheduling",
+    "admissionregistration.k8s.io": "admissionregistration",
+    "apiextensions.k8s.io": "apiextensions",
 }
 
 # A deploy-time placeholder the renderer left (`render.types.deployed_placeholder`).
@@ -60,8 +70,9 @@ def typed_class(api_version: str, kind: str) -> type | None:
         return None
 
 
-def apply_object(name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions,
-                 outputs: tuple[str, ...] = ()) -> pulumi.CustomResource:
+def apply_object(
+    name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions, outputs: tuple[str, ...] = ()
+) -> pulumi.CustomResource:
     """One object as a Pulumi resource. `outputs` names extra top-level fields to read back (e.g. `status`).
 
     Top-level fields become the typed class's snake_case arguments; nested fields keep their
@@ -76,7 +87,7 @@ def apply_object(name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions
         return k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, opts=opts, **fields)
     # A resource of this group/kind with more fields than the typed class exposes: every field,
     # plus the ones to read back (e.g. a Gateway's `status`), gets an output.
-    props = {"apiVersion": api_version, "kind": kind, **fields, **{key: None for key in outputs}}
+    props = {"apiVersion": api_version, "kind": kind, **fields, **dict.fromkeys(outputs)}
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
     return pulumi.CustomResource(f"kubernetes:{_type_path(api_version)}:{kind}", name, props, opts)
 
@@ -87,8 +98,9 @@ def _type_path(api_version: str) -> str:
 
 def remote_manifest(cluster: str, manifest: RemoteManifest, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
     """A rendered remote manifest, applied as it is: `<cluster>/<name>`, its objects prefixed by the cluster."""
-    return k8s.yaml.v2.ConfigFile(f"{cluster}/{manifest.name}", file=manifest_file(manifest), resource_prefix=cluster,
-                                  opts=opts)
+    return k8s.yaml.v2.ConfigFile(
+        f"{cluster}/{manifest.name}", file=manifest_file(manifest), resource_prefix=cluster, opts=opts
+    )
 
 
 def helm_release(name: str, release: HelmRelease, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
@@ -152,7 +164,7 @@ def _concat(text: str, tokens: list[str], replacements: Mapping[str, pulumi.Inpu
     parts: list[pulumi.Input[str]] = []
     position = 0
     for match in pattern.finditer(text):
-        parts += [text[position:match.start()], replacements[match.group(0)]]
+        parts += [text[position : match.start()], replacements[match.group(0)]]
         position = match.end()
     parts.append(text[position:])
     return pulumi.Output.concat(*[part for part in parts if part != ""])

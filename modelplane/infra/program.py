@@ -9,9 +9,11 @@ The placement depends on this stack's previous outputs, which arrive as an Outpu
 plan-dependent components are built inside `apply`. The engine reads those outputs during
 `pulumi preview` too, so the preview shows every replica, endpoint and route.
 """
+
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +39,9 @@ def load_or_fail() -> Fleet:
         for issue in error.issues:
             pulumi.log.error(str(issue))
         noun = "error" if len(error.issues) == 1 else "errors"
-        raise pulumi.RunError(f"{len(error.issues)} {noun} in the modelplane stack config (listed above); "
-                              "nothing was changed") from None
+        raise pulumi.RunError(
+            f"{len(error.issues)} {noun} in the modelplane stack config (listed above); nothing was changed"
+        ) from None
     for warning in fleet.warnings:
         pulumi.log.warn(str(warning))
     return fleet
@@ -72,16 +75,24 @@ def plan(fleet: Fleet, previous: Any) -> PlanResult:
 
 
 def deployment_status(result: PlanResult) -> dict[str, Any]:
-    return {str(key): {"replicas": p.desired, "scheduled": p.scheduled, "clusters": p.by_cluster(),
-                       "conditions": [c.to_dict() for c in p.conditions]}
-            for key, p in result.deployments.items()}
+    return {
+        str(key): {
+            "replicas": p.desired,
+            "scheduled": p.scheduled,
+            "clusters": p.by_cluster(),
+            "conditions": [c.to_dict() for c in p.conditions],
+        }
+        for key, p in result.deployments.items()
+    }
 
 
 def service_urls(fleet: Fleet, infra: Infrastructure) -> dict[str, pulumi.Output[str]]:
     if infra.gateway is None:
         return {}
-    return {str(key): infra.gateway.address.apply(lambda address, key=key: service_address(address, key))
-            for key in sorted(fleet.model_services)}
+    return {
+        str(key): infra.gateway.address.apply(functools.partial(service_address, key=key))
+        for key in sorted(fleet.model_services)
+    }
 
 
 @dataclass(frozen=True)
@@ -139,8 +150,15 @@ def run() -> Program:
     if infrastructure.gateway is not None:
         kubeconfigs[infrastructure.gateway.cluster] = infrastructure.gateway.kubeconfig
     pulumi.export("kubeconfigs", pulumi.Output.secret(kubeconfigs))
-    pulumi.export("clusters", {name: {"source": fleet.inference_clusters[name].cluster.source,
-                                      "gatewayAddress": cluster.serving_stack.address}
-                               for name, cluster in infrastructure.clusters.items()})
+    pulumi.export(
+        "clusters",
+        {
+            name: {
+                "source": fleet.inference_clusters[name].cluster.source,
+                "gatewayAddress": cluster.serving_stack.address,
+            }
+            for name, cluster in infrastructure.clusters.items()
+        },
+    )
     start_registrations()
     return Program(fleet, result, infrastructure, placement)

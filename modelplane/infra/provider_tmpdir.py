@@ -9,12 +9,13 @@ which a program cannot change. So the operator runs Pulumi through `scripts/priv
 a fresh TMPDIR only that user can open, removed with everything in it when the command ends. The
 script names the folder in MODELPLANE_PRIVATE_TMPDIR; a run without it gets a warning.
 """
+
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import pulumi
 
@@ -44,13 +45,17 @@ def temp_folder_warning(environ: Mapping[str, str], folder: Folder | None, uid: 
     where = provider_temp_folder(environ)
     private = environ.get(MARKER)
     if not private or os.path.normpath(private) != os.path.normpath(where):
-        return (f"the Kubernetes provider writes each cluster's kubeconfig, credential included, to "
-                f"{where}/kubeconfig<digits> and never removes it. Run Pulumi through {WRAPPER} "
-                f"(`{WRAPPER} pulumi up`): it gives the engine a private TMPDIR and removes it afterwards "
-                f"({DOCS})")
+        return (
+            f"the Kubernetes provider writes each cluster's kubeconfig, credential included, to "
+            f"{where}/kubeconfig<digits> and never removes it. Run Pulumi through {WRAPPER} "
+            f"(`{WRAPPER} pulumi up`): it gives the engine a private TMPDIR and removes it afterwards "
+            f"({DOCS})"
+        )
     if folder is None or folder.owner != uid or folder.mode & 0o077:
-        return (f"TMPDIR {where} is not a folder only this user can open, so the kubeconfig files the Kubernetes "
-                f"provider writes there are not private. Run Pulumi through {WRAPPER} ({DOCS})")
+        return (
+            f"TMPDIR {where} is not a folder only this user can open, so the kubeconfig files the Kubernetes "
+            f"provider writes there are not private. Run Pulumi through {WRAPPER} ({DOCS})"
+        )
     return None
 
 

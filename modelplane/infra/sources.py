@@ -6,6 +6,7 @@ run with `pulumi.RunError` (a plain message, no traceback). `check_folder_mirror
 before the program registers any resource; `local_chart` and `manifest_file` check each one again
 where it is used.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,11 +40,16 @@ def manifest_file(manifest: RemoteManifest) -> str:
     if not is_local_path(manifest.url):
         return manifest.url
     if not os.path.lexists(manifest.url):
-        raise pulumi.RunError(missing_file_message(manifest.url, f"the {manifest.component} {manifest.version} "
-                                                                 "manifest"))
+        raise pulumi.RunError(
+            missing_file_message(manifest.url, f"the {manifest.component} {manifest.version} manifest")
+        )
     try:  # a regular file of bounded size only: a symlink to /dev/zero, a FIFO or a huge sparse file is refused unread
-        content = read_bytes(Path(manifest.url), "the mirrored manifest", MAX_MANIFEST_BYTES,
-                             "the largest pinned CRD manifest is under 4 MiB")
+        content = read_bytes(
+            Path(manifest.url),
+            "the mirrored manifest",
+            MAX_MANIFEST_BYTES,
+            "the largest pinned CRD manifest is under 4 MiB",
+        )
     except ModelplaneError as error:
         raise pulumi.RunError(str(error)) from None
     if (problem := digest_problem(manifest, content)) is not None:
@@ -65,8 +71,11 @@ def folder_mirror_problems(fleet: Fleet) -> list[str]:
     sources = fleet_sources(fleet)
     problems = []
     if charts is not None and charts.kind == "folder":
-        problems += [missing_file_message(c.destination, f"chart {c.chart} {c.version}") for c in sources.charts
-                     if c.destination and not Path(c.destination).is_file()]
+        problems += [
+            missing_file_message(c.destination, f"chart {c.chart} {c.version}")
+            for c in sources.charts
+            if c.destination and not Path(c.destination).is_file()
+        ]
     if files is not None and files.kind == "folder":
         for m in sources.manifests:
             manifest = RemoteManifest(m.file, m.component, m.version, m.destination or "", m.sha256)

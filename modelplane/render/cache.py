@@ -17,6 +17,7 @@ idempotent, exits at once when the marker file exists, and removes itself
 it). The token is never rendered; the Secret holds a placeholder the Pulumi layer substitutes
 (`modelplane.render.secrets`).
 """
+
 from __future__ import annotations
 
 import shlex
@@ -24,9 +25,9 @@ from typing import Any
 
 from ..api.fleet import Fleet
 from ..api.model_cache import ModelCache
-from ..api.storage import CLOUD_STORAGE_CLASSES, rwx_storage_class  # noqa: F401  (re-exported)
+from ..api.storage import CLOUD_STORAGE_CLASSES, rwx_storage_class
 from ..scheduling.names import child_name
-from .secrets import placeholder
+from .secrets import cache_token
 from .types import MANAGED_BY, Placeholder, deployed_placeholder, meta
 
 CACHE_LABEL = "modelplane.ai/modelcache"
@@ -34,6 +35,7 @@ MOUNT_PATH = "/mnt/artifact"  # where the hydration Job mounts the volume
 MARKER = f"{MOUNT_PATH}/.modelplane-hydrated"
 TOKEN_KEY = "HF_TOKEN"
 HYDRATE_IMAGE = "python:3.11-slim"
+
 
 def cache_storage_class(fleet: Fleet, cluster: str) -> str | None:
     """The cluster's ReadWriteMany StorageClass, or None: a cache stages only on clusters that have one."""
@@ -46,8 +48,16 @@ def cache_storage_class(fleet: Fleet, cluster: str) -> str | None:
 EFS_FILE_SYSTEM_ID = "efsFileSystemId"  # EKS: the EFS file system modelplane creates for the cluster
 GKE_NETWORK_NAME = "networkName"  # GKE: the cluster's VPC network, which Filestore instances attach to
 # World-writable SMB mounts: the hydrate Job and the engines run as different users.
-AZURE_FILES_MOUNT_OPTIONS = ["dir_mode=0777", "file_mode=0777", "uid=0", "gid=0", "mfsymlinks", "cache=strict",
-                             "actimeo=30", "nosharesock"]
+AZURE_FILES_MOUNT_OPTIONS = [
+    "dir_mode=0777",
+    "file_mode=0777",
+    "uid=0",
+    "gid=0",
+    "mfsymlinks",
+    "cache=strict",
+    "actimeo=30",
+    "nosharesock",
+]
 _STORAGE_VALUES = {
     EFS_FILE_SYSTEM_ID: "the id of the EFS file system modelplane creates for the cluster",
     GKE_NETWORK_NAME: "the name of the VPC network modelplane creates for the cluster",
@@ -72,24 +82,44 @@ def storage_classes(fleet: Fleet, cluster: str) -> tuple[list[dict[str, Any]], l
 
     if source == "EKS":
         # One EFS access point (its own directory) per volume.
-        storage = _storage_class(source, "efs.csi.aws.com", {
-            "provisioningMode": "efs-ap", "fileSystemId": deployed(EFS_FILE_SYSTEM_ID), "directoryPerms": "700"})
+        storage = _storage_class(
+            source,
+            "efs.csi.aws.com",
+            {"provisioningMode": "efs-ap", "fileSystemId": deployed(EFS_FILE_SYSTEM_ID), "directoryPerms": "700"},
+        )
     elif source == "GKE":
-        storage = _storage_class(source, "filestore.csi.storage.gke.io",
-                                 {"tier": "enterprise", "network": deployed(GKE_NETWORK_NAME)},
-                                 allowVolumeExpansion=True)
+        storage = _storage_class(
+            source,
+            "filestore.csi.storage.gke.io",
+            {"tier": "enterprise", "network": deployed(GKE_NETWORK_NAME)},
+            allowVolumeExpansion=True,
+        )
     else:
-        storage = _storage_class(source, "file.csi.azure.com", {"skuName": "Premium_LRS"},
-                                 mountOptions=list(AZURE_FILES_MOUNT_OPTIONS), allowVolumeExpansion=True)
-    placeholders = [Placeholder(f"{cluster}.{value}", deployed_placeholder(cluster, value), _STORAGE_VALUES[value])
-                    for value in values]
+        storage = _storage_class(
+            source,
+            "file.csi.azure.com",
+            {"skuName": "Premium_LRS"},
+            mountOptions=list(AZURE_FILES_MOUNT_OPTIONS),
+            allowVolumeExpansion=True,
+        )
+    placeholders = [
+        Placeholder(f"{cluster}.{value}", deployed_placeholder(cluster, value), _STORAGE_VALUES[value])
+        for value in values
+    ]
     return [storage], placeholders
 
 
 def _storage_class(source: str, provisioner: str, parameters: dict[str, str], **fields: Any) -> dict[str, Any]:
-    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-            "metadata": {"name": CLOUD_STORAGE_CLASSES[source]}, "provisioner": provisioner,
-            "parameters": parameters, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", **fields}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": CLOUD_STORAGE_CLASSES[source]},
+        "provisioner": provisioner,
+        "parameters": parameters,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+        **fields,
+    }
 
 
 def pvc_name(namespace: str, name: str) -> str:
@@ -111,7 +141,7 @@ def cache_auth_secret(namespace: str, name: str) -> dict[str, Any]:
         "kind": "Secret",
         "metadata": meta(secret_name(namespace, name), namespace, labels=_labels(name)),
         "type": "Opaque",
-        "stringData": {TOKEN_KEY: placeholder("modelCaches", namespace, name, "huggingFace", "token")},
+        "stringData": {TOKEN_KEY: cache_token(namespace, name)},
     }
 
 
@@ -121,13 +151,18 @@ def hydrate_script(repo: str, revision: str | None) -> str:
     if revision:
         download += ["--revision", revision]
     download += ["--local-dir", MOUNT_PATH]
-    return "\n".join([
-        "set -e",
-        f'if [ -f {MARKER} ]; then echo "{repo} is already staged"; exit 0; fi',
-        "pip install --quiet huggingface_hub",
-        shlex.join(download),
-        f"touch {MARKER}",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "set -e",
+                f'if [ -f {MARKER} ]; then echo "{repo} is already staged"; exit 0; fi',
+                "pip install --quiet huggingface_hub",
+                shlex.join(download),
+                f"touch {MARKER}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def render_cache(namespace: str, name: str, cache: ModelCache, cluster: str, storage_class: str | None) -> list[dict]:
@@ -136,8 +171,9 @@ def render_cache(namespace: str, name: str, cache: ModelCache, cluster: str, sto
     if source is None:
         raise ValueError(f"ModelCache {namespace}/{name} has no huggingFace source")
     if not storage_class:
-        raise ValueError(f"ModelCache {namespace}/{name} cannot stage on cluster '{cluster}': it has no "
-                         "ReadWriteMany StorageClass")
+        raise ValueError(
+            f"ModelCache {namespace}/{name} cannot stage on cluster '{cluster}': it has no ReadWriteMany StorageClass"
+        )
     labels = _labels(name)
     claim = pvc_name(namespace, name)
     pvc = {
@@ -160,8 +196,9 @@ def render_cache(namespace: str, name: str, cache: ModelCache, cluster: str, sto
     if source.token is not None:
         secret = cache_auth_secret(namespace, name)
         objects.append(secret)
-        container["env"] = [{"name": TOKEN_KEY, "valueFrom": {"secretKeyRef": {
-            "name": secret["metadata"]["name"], "key": TOKEN_KEY}}}]
+        container["env"] = [
+            {"name": TOKEN_KEY, "valueFrom": {"secretKeyRef": {"name": secret["metadata"]["name"], "key": TOKEN_KEY}}}
+        ]
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -21,6 +21,7 @@ release waits for them: charts' pods are admitted against their namespaces and q
 a release or remote manifest serves (`waits_for` names which). Releases install in `depends_on`
 order, each also after the remote manifests `release_waits_for` names.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,6 +33,7 @@ from ..scheduling import PlacedReplica, PlanResult
 from ..scheduling.names import child_name
 from . import front_door
 from . import metallb as lb
+from . import objects as k8s
 from . import serving_stack as ss
 from .cache import cache_storage_class, render_cache, storage_classes
 from .front_door import front_door_parts, front_door_stack
@@ -47,13 +49,13 @@ from .types import (
     HelmRelease,
     check_unique_names,
     collect_placeholders,
-    meta,
     with_await,
 )
 
 
-def render_fleet(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str] | None = None,
-                 kind_network: str = KIND_NETWORK) -> list[ClusterManifests]:
+def render_fleet(
+    fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str] | None = None, kind_network: str = KIND_NETWORK
+) -> list[ClusterManifests]:
     """Front door first, then every workload cluster in name order.
 
     `gateway_addresses` are the workload gateways' addresses where known (else their placeholders);
@@ -85,6 +87,7 @@ def fleet_sources(fleet: Fleet) -> Sources:
 
 # --- a workload cluster, whatever the plan -----------------------------------------------------------
 
+
 def workload_stack(fleet: Fleet, cluster: str, kind_network: str = KIND_NETWORK) -> ClusterStack:
     """What workload cluster `cluster` gets whatever the plan (see the module docstring)."""
     spec = fleet.serving_stack_for(cluster)
@@ -97,14 +100,20 @@ def workload_stack(fleet: Fleet, cluster: str, kind_network: str = KIND_NETWORK)
         placeholders.append(lb.pool_placeholder(cluster, pool, kind_network))
     # The cluster's releases and remote manifests are final here: chart and manifest mirrors
     # (air-gapped sites, `modelplane:mirror`) apply at this point, and nowhere else.
-    stack = ClusterStack(cluster=cluster, role="workload", gateway=WORKLOAD_GATEWAY, cluster_objects=cluster_objects,
-                         objects=[with_await(o, WORKLOAD_GATEWAY) for o in objects],
-                         releases=[mirror_release(r, fleet.mirror) for r in releases],
-                         remote_manifests=[mirror_manifest(m, fleet.mirror) for m in ss.inference_extension_crds(spec)],
-                         placeholders=placeholders)
+    stack = ClusterStack(
+        cluster=cluster,
+        role="workload",
+        gateway=WORKLOAD_GATEWAY,
+        cluster_objects=cluster_objects,
+        objects=[with_await(o, WORKLOAD_GATEWAY) for o in objects],
+        releases=[mirror_release(r, fleet.mirror) for r in releases],
+        remote_manifests=[mirror_manifest(m, fleet.mirror) for m in ss.inference_extension_crds(spec)],
+        placeholders=placeholders,
+    )
     # Install order: what waits for nothing (the releases wait for it), then what a release or manifest serves.
-    stack.objects = [o for o in stack.objects if not waits_for(stack, o)] + \
-        [o for o in stack.objects if waits_for(stack, o)]
+    stack.objects = [o for o in stack.objects if not waits_for(stack, o)] + [
+        o for o in stack.objects if waits_for(stack, o)
+    ]
     return stack
 
 
@@ -130,6 +139,7 @@ def release_waits_for(stack: ClusterStack, release: HelmRelease) -> tuple[str, .
 
 # --- a workload cluster, with the plan -----------------------------------------------------------
 
+
 @dataclass
 class WorkloadClusterParts:
     """One workload cluster, split the way it is deployed: its stack, namespaces, caches, replicas."""
@@ -154,20 +164,28 @@ class WorkloadClusterParts:
 
     def manifests(self) -> ClusterManifests:
         objects = self.objects()
-        return ClusterManifests(self.cluster, "workload", objects, list(self.stack.releases),
-                                list(self.stack.remote_manifests),
-                                collect_placeholders(objects, self.stack.placeholders))
+        return ClusterManifests(
+            self.cluster,
+            "workload",
+            objects,
+            list(self.stack.releases),
+            list(self.stack.remote_manifests),
+            collect_placeholders(objects, self.stack.placeholders),
+        )
 
 
-def workload_cluster_parts(fleet: Fleet, result: PlanResult, cluster: str,
-                           kind_network: str = KIND_NETWORK) -> WorkloadClusterParts:
+def workload_cluster_parts(
+    fleet: Fleet, result: PlanResult, cluster: str, kind_network: str = KIND_NETWORK
+) -> WorkloadClusterParts:
     stack = workload_stack(fleet, cluster, kind_network)
     replicas = [r for r in result.replicas() if r.cluster == cluster]
     storage = cache_storage_class(fleet, cluster)
-    caches = {key: [with_await(o) for o in render_cache(key.namespace, key.name, cache, cluster, storage)]
-              for key, cache in sorted(fleet.model_caches.items())
-              if storage and cluster in fleet.clusters_matching(
-                  cache.cluster_selector.match_labels if cache.cluster_selector else None)}
+    caches = {
+        key: [with_await(o) for o in render_cache(key.namespace, key.name, cache, cluster, storage)]
+        for key, cache in sorted(fleet.model_caches.items())
+        if storage
+        and cluster in fleet.clusters_matching(cache.cluster_selector.match_labels if cache.cluster_selector else None)
+    }
     namespaces = sorted({r.key.namespace for r in replicas} | {key.namespace for key in caches})
     rendered = []
     for replica in replicas:
@@ -176,21 +194,25 @@ def workload_cluster_parts(fleet: Fleet, result: PlanResult, cluster: str,
         claim = None
         if ref is not None:
             if NamespacedName(replica.key.namespace, ref.name) not in caches:  # the scheduler never does this
-                raise ValueError(f"replica {replica.key.namespace}/{replica.name} mounts ModelCache {ref.name}, which "
-                                 f"is not staged on cluster {cluster}; without it vLLM would serve its default model")
+                raise ValueError(
+                    f"replica {replica.key.namespace}/{replica.name} mounts ModelCache {ref.name}, which "
+                    f"is not staged on cluster {cluster}; without it vLLM would serve its default model"
+                )
             claim = child_name("modelcache", replica.key.namespace, ref.name)
         objects = [with_await(o) for o in render_replica(replica, deployment, claim)]
         # Install order: the replica's configuration, then its workloads (awaited until available).
-        rendered.append((replica, [o for o in objects if o["kind"] not in WORKLOAD_KINDS] +
-                         [o for o in objects if o["kind"] in WORKLOAD_KINDS]))
+        rendered.append(
+            (
+                replica,
+                [o for o in objects if o["kind"] not in WORKLOAD_KINDS]
+                + [o for o in objects if o["kind"] in WORKLOAD_KINDS],
+            )
+        )
     parts = WorkloadClusterParts(
         stack,
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, labels=MANAGED_BY)} for ns in namespaces],
-        caches, rendered)
+        [k8s.namespace(ns, MANAGED_BY) for ns in namespaces],
+        caches,
+        rendered,
+    )
     check_unique_names(cluster, parts.objects())
     return parts
-
-
-def render_workload_cluster(fleet: Fleet, result: PlanResult, cluster: str,
-                            kind_network: str = KIND_NETWORK) -> ClusterManifests:
-    return workload_cluster_parts(fleet, result, cluster, kind_network).manifests()

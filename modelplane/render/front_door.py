@@ -18,15 +18,18 @@ Install order (the Pulumi layer turns it into `depends_on`, and deletes in rever
 
 Secret values are never rendered: see `modelplane.render.secrets`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.inference_gateway import Proxy
 from ..scheduling import PlanResult
 from . import metallb as lb
+from . import objects as k8s
 from .front_door_backends import FrontDoorEndpoint, fleet_endpoints, route_backends
 from .front_door_envoy import EnvoyFrontDoor
 from .front_door_proxy import FrontDoorProxy
@@ -39,9 +42,9 @@ from .types import (
     SYSTEM_NAMESPACE,
     ClusterManifests,
     ClusterStack,
+    HelmRelease,
     check_unique_names,
     collect_placeholders,
-    meta,
     with_await,
 )
 
@@ -66,8 +69,9 @@ def release_dependencies(obj: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 # Releases (by name) that need a remote manifest (by name) first, whatever the proxy.
-RELEASE_MANIFESTS = {release: manifests for proxy in PROXIES.values()
-                     for release, manifests in proxy.release_manifests.items()}
+RELEASE_MANIFESTS = {
+    release: manifests for proxy in PROXIES.values() for release, manifests in proxy.release_manifests.items()
+}
 
 
 def waits_for(stack: ClusterStack, obj: dict[str, Any]) -> tuple[str, ...]:
@@ -77,7 +81,7 @@ def waits_for(stack: ClusterStack, obj: dict[str, Any]) -> tuple[str, ...]:
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, labels={**MANAGED_BY, **(labels or {})})}
+    return k8s.namespace(name, {**MANAGED_BY, **(labels or {})})
 
 
 def service_address(gateway_address: str, key: NamespacedName) -> str:
@@ -87,7 +91,10 @@ def service_address(gateway_address: str, key: NamespacedName) -> str:
 
 # --- the whole front door ------------------------------------------------------------------------
 
-def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK, proxy: FrontDoorProxy | None = None) -> ClusterStack:
+
+def front_door_stack(
+    fleet: Fleet, kind_network: str = KIND_NETWORK, proxy: FrontDoorProxy | None = None
+) -> ClusterStack:
     """The front door's cluster whatever the plan: MetalLB, the proxy (its release, objects and CRD manifests).
 
     MetalLB's range is `<block>.metallb.addressPool` when set; on kind it is carved from
@@ -99,7 +106,7 @@ def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK, proxy: Fron
     assert gateway is not None  # proxy_for checked
     cluster = gateway.cluster_name
     objects: list[dict[str, Any]] = [namespace(SYSTEM_NAMESPACE)]
-    releases = []
+    releases: list[HelmRelease] = []
     placeholders = []
     balancing = gateway.load_balancing
     if balancing.load_balancer == "MetalLB":
@@ -109,22 +116,29 @@ def front_door_stack(fleet: Fleet, kind_network: str = KIND_NETWORK, proxy: Fron
             pool = lb.kind_address_pools(lb.kind_cluster_names(fleet), kind_network)[cluster]
             placeholders.append(lb.pool_placeholder(cluster, pool, kind_network))
         if not pool:
-            raise ValueError(f"the front door on cluster '{cluster}' uses MetalLB but no address pool was given (on "
-                             "kind it is carved from the kind network; elsewhere set "
-                             "inferenceGateway.<traefik|envoyGateway>.metallb.addressPool)")
+            raise ValueError(
+                f"the front door on cluster '{cluster}' uses MetalLB but no address pool was given (on "
+                "kind it is carved from the kind network; elsewhere set "
+                "inferenceGateway.<traefik|envoyGateway>.metallb.addressPool)"
+            )
         metallb_objects, releases = metallb(pool, balancing.metallb.version)
         objects += metallb_objects
     proxy_objects, proxy_releases, manifests = proxy.cluster_parts(tuple(r.name for r in releases))
     # The front door's releases and remote manifests are final here: chart and manifest mirrors
     # (air-gapped sites, `modelplane:mirror`) apply at this point, and nowhere else.
-    stack = ClusterStack(cluster=cluster, role="front-door", gateway=FRONT_DOOR_GATEWAY,
-                         objects=[with_await(o, FRONT_DOOR_GATEWAY) for o in objects + proxy_objects],
-                         releases=[mirror_release(r, fleet.mirror) for r in releases + proxy_releases],
-                         remote_manifests=[mirror_manifest(m, fleet.mirror) for m in manifests],
-                         placeholders=placeholders)
+    stack = ClusterStack(
+        cluster=cluster,
+        role="front-door",
+        gateway=FRONT_DOOR_GATEWAY,
+        objects=[with_await(o, FRONT_DOOR_GATEWAY) for o in objects + proxy_objects],
+        releases=[mirror_release(r, fleet.mirror) for r in releases + proxy_releases],
+        remote_manifests=[mirror_manifest(m, fleet.mirror) for m in manifests],
+        placeholders=placeholders,
+    )
     # Install order: what waits for nothing (the releases wait for it), then what a release or manifest serves.
-    stack.objects = [o for o in stack.objects if not waits_for(stack, o)] + \
-        [o for o in stack.objects if waits_for(stack, o)]
+    stack.objects = [o for o in stack.objects if not waits_for(stack, o)] + [
+        o for o in stack.objects if waits_for(stack, o)
+    ]
     return stack
 
 
@@ -164,13 +178,19 @@ class FrontDoorParts:
 
     def manifests(self) -> ClusterManifests:
         objects = self.objects()
-        return ClusterManifests(cluster=self.cluster, role="front-door", objects=objects,
-                                releases=list(self.stack.releases), remote_manifests=list(self.stack.remote_manifests),
-                                placeholders=collect_placeholders(objects, self.stack.placeholders))
+        return ClusterManifests(
+            cluster=self.cluster,
+            role="front-door",
+            objects=objects,
+            releases=list(self.stack.releases),
+            remote_manifests=list(self.stack.remote_manifests),
+            placeholders=collect_placeholders(objects, self.stack.placeholders),
+        )
 
 
-def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str],
-                     kind_network: str = KIND_NETWORK) -> FrontDoorParts:
+def front_door_parts(
+    fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str], kind_network: str = KIND_NETWORK
+) -> FrontDoorParts:
     """Everything the front-door cluster gets.
 
     Endpoints of every placed replica are included; the Pulumi layer creates each only once its
@@ -195,8 +215,15 @@ def front_door_parts(fleet: Fleet, result: PlanResult, gateway_addresses: dict[s
         routes[key] = proxy.service_objects(key, service, backends)
     used = {e.namespace for e in endpoints} | {key.namespace for key in fleet.model_services}
     namespaces = [namespace(ns) for ns in sorted(used - {SYSTEM_NAMESPACE})]
-    parts = FrontDoorParts(stack, namespaces, endpoints, routes, route_endpoints, proxy,
-                           fallback_tiers={key: frozenset(found) for key, found in tiers.items()},
-                           gateway_aliases=proxy.gateway_aliases(gateway_addresses))
+    parts = FrontDoorParts(
+        stack,
+        namespaces,
+        endpoints,
+        routes,
+        route_endpoints,
+        proxy,
+        fallback_tiers={key: frozenset(found) for key, found in tiers.items()},
+        gateway_aliases=proxy.gateway_aliases(gateway_addresses),
+    )
     check_unique_names(stack.cluster, parts.objects())
     return parts

@@ -6,13 +6,15 @@
 
 The proxies (`front_door_envoy`, `front_door_traefik`) turn these into objects.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import reduce
-from typing import Iterable, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from ..api.fleet import Fleet
@@ -92,24 +94,45 @@ def replica_endpoint(fleet: Fleet, replica: PlacedReplica, gateway_addresses: di
     ns = replica.key.namespace
     address = gateway_addresses.get(replica.cluster) or gateway_address_placeholder(replica.cluster)
     deployment = fleet.model_deployments[replica.key]
-    labels = {**deployment.labels, DEPLOYMENT_LABEL: replica.key.name, CLUSTER_LABEL: replica.cluster,
-              INDEX_LABEL: str(replica.index)}
-    return FrontDoorEndpoint(namespace=ns, name=replica.name, url=f"http://{address}/{ns}/{replica.name}/v1",
-                             labels=labels, rewrite_path=f"/{ns}/{replica.name}/", replica=replica)
+    labels = {
+        **deployment.labels,
+        DEPLOYMENT_LABEL: replica.key.name,
+        CLUSTER_LABEL: replica.cluster,
+        INDEX_LABEL: str(replica.index),
+    }
+    return FrontDoorEndpoint(
+        namespace=ns,
+        name=replica.name,
+        url=f"http://{address}/{ns}/{replica.name}/v1",
+        labels=labels,
+        rewrite_path=f"/{ns}/{replica.name}/",
+        replica=replica,
+    )
 
 
 def fleet_endpoints(fleet: Fleet, result: PlanResult, gateway_addresses: dict[str, str]) -> list[FrontDoorEndpoint]:
     """Every endpoint of the fleet, sorted by (namespace, name): all placed replicas and every hand-made one."""
     endpoints = [replica_endpoint(fleet, r, gateway_addresses) for r in result.replicas()]
-    endpoints += [FrontDoorEndpoint(namespace=key.namespace, name=key.name, url=e.url, labels=dict(e.labels),
-                                    rewrite_path=e.rewrite_path, auth=e.auth, model=e.model)
-                  for key, e in fleet.model_endpoints.items()]
+    endpoints += [
+        FrontDoorEndpoint(
+            namespace=key.namespace,
+            name=key.name,
+            url=e.url,
+            labels=dict(e.labels),
+            rewrite_path=e.rewrite_path,
+            auth=e.auth,
+            model=e.model,
+        )
+        for key, e in fleet.model_endpoints.items()
+    ]
     seen: dict[tuple[str, str], FrontDoorEndpoint] = {}
     for endpoint in endpoints:
         key = (endpoint.namespace, endpoint.name)
         if key in seen:
-            raise ValueError(f"two front-door endpoints are named {endpoint.namespace}/{endpoint.name} (a replica and "
-                             "a ModelEndpoint); rename the ModelEndpoint")
+            raise ValueError(
+                f"two front-door endpoints are named {endpoint.namespace}/{endpoint.name} (a replica and "
+                "a ModelEndpoint); rename the ModelEndpoint"
+            )
         seen[key] = endpoint
     return [seen[key] for key in sorted(seen)]
 
@@ -173,4 +196,6 @@ def route_backends(namespace: str, service: ModelService, endpoints: Iterable[Fr
         groups.append((entry.weight, entry.fallback, matched))
     weights = distribute_weights([(weight, len(matched)) for weight, _, matched in groups])
     chosen = [(e, fallback) for _, fallback, matched in groups for e in matched]
-    return [RouteBackend(endpoint=e, weight=w, fallback=fallback) for (e, fallback), w in zip(chosen, weights)]
+    return [
+        RouteBackend(endpoint=e, weight=w, fallback=fallback) for (e, fallback), w in zip(chosen, weights, strict=True)
+    ]

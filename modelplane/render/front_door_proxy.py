@@ -5,10 +5,12 @@ retries, fallback tiers, routing by the body's `model`) and Traefik (`front_door
 reference has it). Everything proxy-neutral (endpoints, weights, MetalLB, install order) is in
 `front_door_backends` and `front_door`; everything that differs is behind this interface.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from ..api.fleet import Fleet, NamespacedName
 from ..api.inference_gateway import Proxy
@@ -31,8 +33,9 @@ class FrontDoorProxy(ABC):
         self.fleet = fleet
 
     @abstractmethod
-    def cluster_parts(self, after: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[HelmRelease],
-                                                             list[RemoteManifest]]:
+    def cluster_parts(
+        self, after: tuple[str, ...]
+    ) -> tuple[list[dict[str, Any]], list[HelmRelease], list[RemoteManifest]]:
         """The proxy's own objects (GatewayClass, Gateway, fleet-wide policies), its Helm releases (installed
         after the releases named in `after`) and the remote manifests it needs."""
 
@@ -41,8 +44,9 @@ class FrontDoorProxy(ABC):
         """What one endpoint deploys; `fallback_tiers`: whether services use it as primary (False) and/or fallback (True)."""
 
     @abstractmethod
-    def service_objects(self, key: NamespacedName, service: ModelService,
-                        backends: list[RouteBackend]) -> list[dict[str, Any]]:
+    def service_objects(
+        self, key: NamespacedName, service: ModelService, backends: list[RouteBackend]
+    ) -> list[dict[str, Any]]:
         """A ModelService's route over its weighted backends (and what the route needs with it)."""
 
     @staticmethod

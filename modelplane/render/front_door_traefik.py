@@ -24,18 +24,29 @@ Improvements over the reference, deliberately:
 Traefik does none of what the Envoy Gateway front door does on failure (no health checks of remote
 backends, no retries, no fallback, no routing by `model`).
 """
+
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from ..api.fleet import NamespacedName
 from ..api.model_service import EndpointAuth, ModelService
 from ..api.serving_stack import ServingStack
 from ..scheduling.names import child_name
+from . import objects as k8s
 from .front_door_backends import Backend, FrontDoorEndpoint, RouteBackend, parse_url
 from .front_door_proxy import FrontDoorProxy
-from .secrets import placeholder
-from .types import FRONT_DOOR_GATEWAY, MANAGED_BY, SYSTEM_NAMESPACE, HelmRelease, RemoteManifest, meta
+from .secrets import credential, endpoint_token
+from .types import (
+    FRONT_DOOR_GATEWAY,
+    GATEWAY_API,
+    MANAGED_BY,
+    SYSTEM_NAMESPACE,
+    HelmRelease,
+    RemoteManifest,
+    meta,
+)
 
 # The version is `servingStack.versions.gatewayApi` (fleet-wide): the standard channel release the
 # reference vendors on the control cluster.
@@ -62,8 +73,9 @@ def gateway_api_crds_url(version: str) -> str:
 
 def gateway_api_crds(version: str) -> RemoteManifest:
     """The front door's Gateway API CRDs, applied from the upstream release manifest."""
-    return RemoteManifest(name=GATEWAY_API_CRDS, component="gatewayApi", version=version,
-                          url=gateway_api_crds_url(version))
+    return RemoteManifest(
+        name=GATEWAY_API_CRDS, component="gatewayApi", version=version, url=gateway_api_crds_url(version)
+    )
 
 
 class TraefikFrontDoor(FrontDoorProxy):
@@ -72,19 +84,34 @@ class TraefikFrontDoor(FrontDoorProxy):
     # Traefik's Gateway provider needs the Gateway API CRDs at start.
     release_manifests: ClassVar[Mapping[str, tuple[str, ...]]] = {TRAEFIK_RELEASE: (GATEWAY_API_CRDS,)}
 
-    def cluster_parts(self, after: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[HelmRelease],
-                                                             list[RemoteManifest]]:
+    def cluster_parts(
+        self, after: tuple[str, ...]
+    ) -> tuple[list[dict[str, Any]], list[HelmRelease], list[RemoteManifest]]:
         gateway = self.fleet.inference_gateway
         assert gateway is not None and gateway.traefik is not None  # the model requires it with backend Traefik
         objects: list[dict[str, Any]] = [
-            {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-             "metadata": meta(TRAEFIK_GATEWAY_CLASS, labels=MANAGED_BY),
-             "spec": {"controllerName": TRAEFIK_CONTROLLER}},
-            {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-             "metadata": meta(FRONT_DOOR_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
-             "spec": {"gatewayClassName": TRAEFIK_GATEWAY_CLASS,
-                      "listeners": [{"name": "web", "protocol": "HTTP", "port": TRAEFIK_WEB_PORT,
-                                     "allowedRoutes": {"namespaces": {"from": "All"}}}]}},
+            {
+                "apiVersion": GATEWAY_API,
+                "kind": "GatewayClass",
+                "metadata": meta(TRAEFIK_GATEWAY_CLASS, labels=MANAGED_BY),
+                "spec": {"controllerName": TRAEFIK_CONTROLLER},
+            },
+            {
+                "apiVersion": GATEWAY_API,
+                "kind": "Gateway",
+                "metadata": meta(FRONT_DOOR_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
+                "spec": {
+                    "gatewayClassName": TRAEFIK_GATEWAY_CLASS,
+                    "listeners": [
+                        {
+                            "name": "web",
+                            "protocol": "HTTP",
+                            "port": TRAEFIK_WEB_PORT,
+                            "allowedRoutes": {"namespaces": {"from": "All"}},
+                        }
+                    ],
+                },
+            },
         ]
         version = ServingStack.effective(self.fleet.serving_stack).versions.gateway_api  # the fleet-wide block
         manifests = [gateway_api_crds(version)] if gateway.installs("gatewayApi") else []
@@ -96,8 +123,9 @@ class TraefikFrontDoor(FrontDoorProxy):
             out.append(endpoint_auth_middleware(endpoint.namespace, endpoint.name, endpoint.auth))
         return out
 
-    def service_objects(self, key: NamespacedName, service: ModelService,
-                        backends: list[RouteBackend]) -> list[dict[str, Any]]:
+    def service_objects(
+        self, key: NamespacedName, service: ModelService, backends: list[RouteBackend]
+    ) -> list[dict[str, Any]]:
         return [service_route(key.namespace, key.name, backends)]
 
     @staticmethod
@@ -133,12 +161,19 @@ def _traefik(version: str, depends_on: tuple[str, ...]) -> HelmRelease:
         "gateway": {"enabled": False},
         "gatewayClass": {"enabled": False},
     }
-    return HelmRelease(name=TRAEFIK_RELEASE, namespace=TRAEFIK_NAMESPACE, chart="traefik",
-                       repository="https://traefik.github.io/charts", version=version, values=values,
-                       depends_on=depends_on)
+    return HelmRelease(
+        name=TRAEFIK_RELEASE,
+        namespace=TRAEFIK_NAMESPACE,
+        chart="traefik",
+        repository="https://traefik.github.io/charts",
+        version=version,
+        values=values,
+        depends_on=depends_on,
+    )
 
 
 # --- endpoints -----------------------------------------------------------------------------------
+
 
 def _port_name(backend: Backend) -> str:
     return "https" if backend.scheme == "https" and backend.port != 443 else ""
@@ -157,21 +192,15 @@ def endpoint_objects(name: str, namespace: str, url: str, labels: dict[str, str]
     if port_name:
         service_port = {"name": port_name, **service_port}
     all_labels = {**MANAGED_BY, **labels}
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta(name, namespace, labels=all_labels),
-        "spec": {"ports": [service_port]},
-    }
-    endpoint_slice = {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": meta(name, namespace, labels={**all_labels, "kubernetes.io/service-name": name,
-                                                  "endpointslice.kubernetes.io/managed-by": "modelplane"}),
-        "addressType": backend.address_type,
-        "ports": [{"name": port_name, "port": backend.port, "protocol": "TCP"}],
-        "endpoints": [{"addresses": [backend.host], "conditions": {"ready": True}}],
-    }
+    service = k8s.service(name, namespace, all_labels, {"ports": [service_port]})
+    endpoint_slice = k8s.endpoint_slice(
+        name,
+        namespace,
+        all_labels,
+        backend.address_type,
+        [{"name": port_name, "port": backend.port, "protocol": "TCP"}],
+        [{"addresses": [backend.host], "conditions": {"ready": True}}],
+    )
     return [service, endpoint_slice]
 
 
@@ -192,9 +221,7 @@ def endpoint_auth_middleware(namespace: str, name: str, auth: EndpointAuth) -> d
     modelplane:modelEndpoints.<ns>.<name>.auth.token>`, which the Pulumi layer replaces with the
     decrypted config value as a Pulumi secret.
     """
-    value = placeholder("modelEndpoints", namespace, name, "auth", "token")
-    if auth.scheme:
-        value = f"{auth.scheme} {value}"
+    value = credential(auth.scheme, endpoint_token(namespace, name))
     return {
         "apiVersion": "traefik.io/v1alpha1",
         "kind": "Middleware",
@@ -204,6 +231,7 @@ def endpoint_auth_middleware(namespace: str, name: str, auth: EndpointAuth) -> d
 
 
 # --- services ------------------------------------------------------------------------------------
+
 
 def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> dict[str, Any]:
     """The HTTPRoute of ModelService `namespace/name`: `/<ns>/<service>/` on the front door's Gateway."""
@@ -220,20 +248,21 @@ def service_route(namespace: str, name: str, backends: list[RouteBackend]) -> di
         if rewrite:
             filters.append({"type": "URLRewrite", "urlRewrite": rewrite})
         if endpoint.auth is not None:
-            filters.append({"type": "ExtensionRef", "extensionRef": {
-                "group": "traefik.io", "kind": "Middleware", "name": auth_object_name(endpoint.name)}})
+            filters.append(
+                {
+                    "type": "ExtensionRef",
+                    "extensionRef": {
+                        "group": "traefik.io",
+                        "kind": "Middleware",
+                        "name": auth_object_name(endpoint.name),
+                    },
+                }
+            )
         if filters:
             ref["filters"] = filters
         backend_refs.append(ref)
     rule: dict[str, Any] = {"matches": [{"path": {"type": "PathPrefix", "value": f"/{namespace}/{name}/"}}]}
     if backend_refs:
         rule["backendRefs"] = backend_refs
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": meta(name, namespace, labels=MANAGED_BY),
-        "spec": {
-            "parentRefs": [{"name": FRONT_DOOR_GATEWAY, "namespace": SYSTEM_NAMESPACE}],
-            "rules": [rule],
-        },
-    }
+    parent = {"name": FRONT_DOOR_GATEWAY, "namespace": SYSTEM_NAMESPACE}
+    return k8s.http_route(name, namespace, MANAGED_BY, {"parentRefs": [parent], "rules": [rule]})

@@ -11,6 +11,7 @@ default network (`KIND_NETWORK`, 172.18.0.0/16), and the Pulumi program's kind b
 network it reads from `docker network inspect` (a range outside the real subnet makes requests time
 out with no error). On a machine whose kind network is the default the two agree to the address.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -18,6 +19,7 @@ from typing import Any
 
 from ..api import Fleet
 from ..api.errors import ModelplaneError
+from . import objects as k8s
 from .types import MANAGED_BY, HelmRelease, Placeholder, meta
 
 KIND_NETWORK = "172.18.0.0/16"  # kind's default Docker network; the kind backend reads the real one
@@ -43,8 +45,9 @@ def kind_cluster_names(fleet: Fleet) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def kind_address_pools(names: list[str] | tuple[str, ...], network: str = KIND_NETWORK,
-                       size: int = RANGE_SIZE) -> dict[str, str]:
+def kind_address_pools(
+    names: list[str] | tuple[str, ...], network: str = KIND_NETWORK, size: int = RANGE_SIZE
+) -> dict[str, str]:
     """A MetalLB range per kind cluster, carved from the top of `network`, never overlapping.
 
     Raises KindNetworkError when the ranges do not fit in the network's upper half.
@@ -54,8 +57,10 @@ def kind_address_pools(names: list[str] | tuple[str, ...], network: str = KIND_N
     top = int(net.broadcast_address) - 1
     lowest = top - len(names) * size + 1
     if names and lowest < int(net.network_address) + net.num_addresses // 2:
-        raise KindNetworkError(f"the kind network {network} is too small for {len(names)} MetalLB ranges "
-                               f"of {size} addresses in its upper half; use a larger network ({NETWORK_ENV})")
+        raise KindNetworkError(
+            f"the kind network {network} is too small for {len(names)} MetalLB ranges "
+            f"of {size} addresses in its upper half; use a larger network ({NETWORK_ENV})"
+        )
     pools = {}
     for i, name in enumerate(names):
         last = top - i * size
@@ -65,13 +70,17 @@ def kind_address_pools(names: list[str] | tuple[str, ...], network: str = KIND_N
 
 def metallb(pool: str, version: str = METALLB_VERSION) -> tuple[list[dict], list[HelmRelease]]:
     """MetalLB in L2 mode handing out `pool` (a range or CIDR inside the nodes' network)."""
-    release = HelmRelease(name=METALLB_RELEASE, namespace=METALLB_NAMESPACE, chart="metallb",
-                          repository="https://metallb.github.io/metallb", version=version)
+    release = HelmRelease(
+        name=METALLB_RELEASE,
+        namespace=METALLB_NAMESPACE,
+        chart="metallb",
+        repository="https://metallb.github.io/metallb",
+        version=version,
+    )
     # The speaker needs host networking and NET_RAW: privileged under Pod Security admission.
     privileged = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
     objects: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": meta(METALLB_NAMESPACE, labels={**MANAGED_BY, **privileged})},
+        k8s.namespace(METALLB_NAMESPACE, {**MANAGED_BY, **privileged}),
         {
             "apiVersion": "metallb.io/v1beta1",
             "kind": "IPAddressPool",
@@ -97,6 +106,10 @@ def pool_placeholder(cluster: str, pool: str, network: str) -> Placeholder:
     """A kind cluster's MetalLB range as rendered from `network`: the program carves it from the real one."""
     default = ", kind's default" if network == KIND_NETWORK else ""
     return Placeholder(
-        name=f"{cluster}.{ADDRESS_POOL}", token=pool,
-        value=(f"the range the same rule carves from the kind Docker network `pulumi up` finds (`docker network "
-               f"inspect kind`, or ${NETWORK_ENV}); rendered here from {network}{default}"))
+        name=f"{cluster}.{ADDRESS_POOL}",
+        token=pool,
+        value=(
+            f"the range the same rule carves from the kind Docker network `pulumi up` finds (`docker network "
+            f"inspect kind`, or ${NETWORK_ENV}); rendered here from {network}{default}"
+        ),
+    )

@@ -14,8 +14,10 @@ but the files the marker lists; a folder render did not write, one with files ad
 refuses rather than guess which to keep) or a file where a folder should be is refused, naming it,
 before anything is written. Marked folders of clusters no longer in the fleet are removed.
 """
+
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -54,10 +56,14 @@ class Written:
 
 
 REMOTE_MANIFESTS = f"{META}/remote-manifests.yaml"
-_REMOTE_NOTE = ("# Multi-document manifests applied from their URL before anything else on this cluster\n"
-                "# (pulumi up: a kubernetes yaml/v2 ConfigFile named <cluster>/<name>).\n")
-_PLACEHOLDER_NOTE = ("# Values the rendered objects hold a placeholder for (renderedAs);\n"
-                     "# pulumi up puts deployedAs there. Secrets are never rendered.\n")
+_REMOTE_NOTE = (
+    "# Multi-document manifests applied from their URL before anything else on this cluster\n"
+    "# (pulumi up: a kubernetes yaml/v2 ConfigFile named <cluster>/<name>).\n"
+)
+_PLACEHOLDER_NOTE = (
+    "# Values the rendered objects hold a placeholder for (renderedAs);\n"
+    "# pulumi up puts deployedAs there. Secrets are never rendered.\n"
+)
 HELM_RELEASES = f"{META}/helm-releases.yaml"
 PLACEHOLDERS = f"{META}/placeholders.yaml"
 
@@ -74,19 +80,25 @@ def write_manifests(manifests: list[ClusterManifests], out: Path) -> tuple[list[
     try:
         folders, stale = _plan(manifests, out)
     except OSError as error:
-        raise ModelplaneError(f"cannot read {error.filename or out}: {error.strerror or error}; nothing written") from None
+        raise ModelplaneError(
+            f"cannot read {error.filename or out}: {error.strerror or error}; nothing written"
+        ) from None
     # every check passed: only now write
     try:
         out.mkdir(parents=True, exist_ok=True)
         for folder in folders:
             _write_folder(folder)
-        for folder, files in stale:
-            _remove_folder(folder, files)
+        for stale_folder, files in stale:
+            _remove_folder(stale_folder, files)
     except OSError as error:
-        raise ModelplaneError(f"cannot write {error.filename or out}: {error.strerror or error}; "
-                              "the render stopped part way: fix that and run it again") from None
-    return [Written(c.cluster, len(c.objects), len(c.releases), len(c.remote_manifests), len(c.placeholders))
-            for c in manifests], [folder for folder, _ in stale]
+        raise ModelplaneError(
+            f"cannot write {error.filename or out}: {error.strerror or error}; "
+            "the render stopped part way: fix that and run it again"
+        ) from None
+    return [
+        Written(c.cluster, len(c.objects), len(c.releases), len(c.remote_manifests), len(c.placeholders))
+        for c in manifests
+    ], [folder for folder, _ in stale]
 
 
 def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], list[tuple[Path, tuple[str, ...]]]]:
@@ -94,33 +106,52 @@ def _plan(manifests: list[ClusterManifests], out: Path) -> tuple[list[_Folder], 
     folders = []
     for cluster in manifests:
         _check_cluster_name(cluster.cluster)
-        files = {REMOTE_MANIFESTS: _REMOTE_NOTE + yaml.safe_dump([m.to_dict() for m in cluster.remote_manifests],
-                                                                 sort_keys=False)}
+        files = {
+            REMOTE_MANIFESTS: _REMOTE_NOTE
+            + yaml.safe_dump([m.to_dict() for m in cluster.remote_manifests], sort_keys=False)
+        }
         digits = max(3, len(str(len(cluster.objects) - 1)))  # names sort in apply order, as kubectl reads them
         for i, obj in enumerate(cluster.objects):
             metadata = obj.get("metadata", {})
-            stem = "-".join(p for p in (f"{i:0{digits}d}", obj["kind"].lower(), metadata.get("namespace", "_cluster"),
-                                        metadata["name"]) if p)
+            stem = "-".join(
+                p
+                for p in (
+                    f"{i:0{digits}d}",
+                    obj["kind"].lower(),
+                    metadata.get("namespace", "_cluster"),
+                    metadata["name"],
+                )
+                if p
+            )
             files[f"{stem}.yaml"] = yaml.safe_dump(obj, sort_keys=False)
         files[HELM_RELEASES] = yaml.safe_dump([r.to_dict() for r in cluster.releases], sort_keys=False)
-        files[PLACEHOLDERS] = _PLACEHOLDER_NOTE + yaml.safe_dump([p.to_dict() for p in cluster.placeholders],
-                                                                 sort_keys=False, width=1 << 16)
+        files[PLACEHOLDERS] = _PLACEHOLDER_NOTE + yaml.safe_dump(
+            [p.to_dict() for p in cluster.placeholders], sort_keys=False, width=1 << 16
+        )
         folder = out / cluster.cluster
         folders.append(_Folder(folder, files, _owned_files(folder)))
     current = {cluster.cluster for cluster in manifests}
     stale = []  # (folder, its files): render-owned folders of clusters no longer in the fleet
     if out.is_dir():
         for entry in sorted(out.iterdir()):
-            if (entry.name not in current and not entry.is_symlink() and entry.is_dir()
-                    and os.path.lexists(entry / MARKER)):
-                stale.append((entry, _owned_files(entry)))
+            if (
+                entry.name not in current
+                and not entry.is_symlink()
+                and entry.is_dir()
+                and os.path.lexists(entry / MARKER)
+            ):
+                owned = _owned_files(entry)
+                assert owned is not None  # the folder exists
+                stale.append((entry, owned))
     return folders, stale
 
 
 def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
-        raise ModelplaneError(f"--out {out} is a file, not a folder; nothing written: pass a folder (render writes "
-                              "one folder per cluster in it)")
+        raise ModelplaneError(
+            f"--out {out} is a file, not a folder; nothing written: pass a folder (render writes "
+            "one folder per cluster in it)"
+        )
     for parent in out.parents:
         if parent.exists() and not parent.is_dir():
             raise ModelplaneError(f"--out {out}: {parent} is a file, not a folder; nothing written: pass a folder")
@@ -133,8 +164,10 @@ def _check_cluster_name(name: str) -> None:
 
 
 def _refuse(folder: Path, why: str, what: str = "it") -> ModelplaneError:
-    return ModelplaneError(f"{folder} {why}; render replaces only folders it wrote itself (marked by {MARKER}), so "
-                           f"nothing was written: choose another --out, or move or remove {what} yourself")
+    return ModelplaneError(
+        f"{folder} {why}; render replaces only folders it wrote itself (marked by {MARKER}), so "
+        f"nothing was written: choose another --out, or move or remove {what} yourself"
+    )
 
 
 def _owned_files(folder: Path) -> tuple[str, ...] | None:
@@ -151,8 +184,12 @@ def _owned_files(folder: Path) -> tuple[str, ...] | None:
     except (OSError, ValueError) as error:
         raise _refuse(folder, f"has a {MARKER} render cannot read ({error})") from None
     files = data.get("files") if isinstance(data, dict) else None
-    if (not isinstance(data, dict) or data.get("format") not in _READABLE_FORMATS or not isinstance(files, list)
-            or not all(isinstance(f, str) and _is_file_name(f) for f in files)):
+    if (
+        not isinstance(data, dict)
+        or data.get("format") not in _READABLE_FORMATS
+        or not isinstance(files, list)
+        or not all(isinstance(f, str) and _is_file_name(f) for f in files)
+    ):
         raise _refuse(folder, f"has a {MARKER} of a format this version of modelplane does not write")
     foreign = _foreign_entries(folder, set(files))
     if foreign:
@@ -164,8 +201,11 @@ def _owned_files(folder: Path) -> tuple[str, ...] | None:
 def _is_file_name(name: str) -> bool:
     """A name render writes: `file` or `meta/file`, never a path that leaves the folder."""
     parts = name.split("/")
-    return (len(parts) == 1 or (len(parts) == 2 and parts[0] == META)) and all(
-        p and p not in (".", "..", MARKER, _MARKER_TEMP) and "\\" not in p for p in parts) and name != META
+    return (
+        (len(parts) == 1 or (len(parts) == 2 and parts[0] == META))
+        and all(p and p not in (".", "..", MARKER, _MARKER_TEMP) and "\\" not in p for p in parts)
+        and name != META
+    )
 
 
 def _foreign_entries(folder: Path, listed: set[str]) -> list[str]:
@@ -176,8 +216,11 @@ def _foreign_entries(folder: Path, listed: set[str]) -> list[str]:
         if entry in (MARKER, _MARKER_TEMP):
             continue
         if entry == META and path.is_dir() and not path.is_symlink():
-            foreign += [f"{META}/{name}" for name in sorted(os.listdir(path)) if not _is_listed_file(
-                folder, f"{META}/{name}", listed)]
+            foreign += [
+                f"{META}/{name}"
+                for name in sorted(os.listdir(path))
+                if not _is_listed_file(folder, f"{META}/{name}", listed)
+            ]
         elif not _is_listed_file(folder, entry, listed):
             foreign.append(entry)
     return foreign
@@ -207,10 +250,13 @@ def _write_folder(folder: _Folder) -> None:
 
 
 def _write_marker(folder: Path, files: list[str]) -> None:
-    marker = {"format": FORMAT, "writer": "modelplane render",
-              "note": "render replaces this folder's listed files on the next render, and removes the folder once "
-                      "its cluster leaves the fleet; it refuses a folder holding files it did not write",
-              "files": files}
+    marker = {
+        "format": FORMAT,
+        "writer": "modelplane render",
+        "note": "render replaces this folder's listed files on the next render, and removes the folder once "
+        "its cluster leaves the fleet; it refuses a folder holding files it did not write",
+        "files": files,
+    }
     temp = folder / _MARKER_TEMP
     temp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     os.replace(temp, folder / MARKER)
@@ -228,7 +274,5 @@ def _remove_folder(folder: Path, files: tuple[str, ...]) -> None:
 
 
 def _unlink(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    except FileNotFoundError:
-        pass

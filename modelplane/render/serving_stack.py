@@ -20,6 +20,7 @@ Install order (the Pulumi layer turns it into `depends_on`, and deletes in rever
    EnvoyProxy, GatewayClass and Gateway are custom resources served by Envoy Gateway's chart
    (which also brings the Gateway API CRDs on workload clusters, spec §14.14).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -27,7 +28,17 @@ from typing import Any
 
 from ..api.fleet import Fleet
 from ..api.serving_stack import ServingStack
-from .types import MANAGED_BY, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, HelmRelease, RemoteManifest, meta
+from . import objects as k8s
+from .types import (
+    GATEWAY_API,
+    GPU_TOLERATION,
+    MANAGED_BY,
+    SYSTEM_NAMESPACE,
+    WORKLOAD_GATEWAY,
+    HelmRelease,
+    RemoteManifest,
+    meta,
+)
 
 # Gateway API Inference Extension CRDs (InferencePool v1, InferencePool v1alpha2, InferenceObjective),
 # the upstream release manifest; `stack.versions.inference_extension` picks the release.
@@ -49,8 +60,14 @@ def inference_extension_crds(stack: ServingStack) -> list[RemoteManifest]:
     if not stack.installs("inferenceExtension"):
         return []
     version = stack.versions.inference_extension
-    return [RemoteManifest(name=INFERENCE_EXTENSION_CRDS, component="inferenceExtension", version=version,
-                           url=inference_extension_crds_url(version))]
+    return [
+        RemoteManifest(
+            name=INFERENCE_EXTENSION_CRDS,
+            component="inferenceExtension",
+            version=version,
+            url=inference_extension_crds_url(version),
+        )
+    ]
 
 
 # Release names: `mp-<chart>` as the reference names them (its issue #215: short derived names,
@@ -106,8 +123,13 @@ def render_serving_stack(cluster: str, stack: ServingStack, fake_gpus: bool) -> 
     releases = [
         *_gateway_releases(stack),
         _prometheus(stack),
-        HelmRelease(name=LEADER_WORKER_SET, namespace="lws-system", chart="lws",
-                    repository="oci://registry.k8s.io/lws/charts", version=stack.versions.leader_worker_set),
+        HelmRelease(
+            name=LEADER_WORKER_SET,
+            namespace="lws-system",
+            chart="lws",
+            repository="oci://registry.k8s.io/lws/charts",
+            version=stack.versions.leader_worker_set,
+        ),
         _node_feature_discovery(stack),
         _example_dra_driver(stack) if fake_gpus else _nvidia_dra_driver(stack),
     ]
@@ -162,7 +184,9 @@ def _without_preinstalled(releases: list[HelmRelease], stack: ServingStack) -> l
 
 # --- releases -------------------------------------------------------------------------------------
 
+
 def _gateway_releases(stack: ServingStack) -> list[HelmRelease]:
+    """Long: the Helm releases' values as literals."""
     versions = stack.versions
     envoy_gateway_values = {
         "config": {
@@ -192,17 +216,38 @@ def _gateway_releases(stack: ServingStack) -> list[HelmRelease]:
         },
     }
     return [
-        HelmRelease(name=CERT_MANAGER, namespace="cert-manager", chart="cert-manager",
-                    repository="https://charts.jetstack.io", version=versions.cert_manager,
-                    values={"crds": {"enabled": True, "keep": False}}),
-        HelmRelease(name=ENVOY_GATEWAY, namespace=ENVOY_GATEWAY_NAMESPACE, chart="gateway-helm",
-                    repository="oci://docker.io/envoyproxy", version=versions.envoy_gateway,
-                    values=envoy_gateway_values, depends_on=(CERT_MANAGER,)),
-        HelmRelease(name=AI_GATEWAY_CRDS, namespace=AI_GATEWAY_NAMESPACE, chart="ai-gateway-crds-helm",
-                    repository="oci://docker.io/envoyproxy", version=versions.envoy_ai_gateway),
-        HelmRelease(name=AI_GATEWAY, namespace=AI_GATEWAY_NAMESPACE, chart="ai-gateway-helm",
-                    repository="oci://docker.io/envoyproxy", version=versions.envoy_ai_gateway,
-                    depends_on=(AI_GATEWAY_CRDS, ENVOY_GATEWAY)),
+        HelmRelease(
+            name=CERT_MANAGER,
+            namespace="cert-manager",
+            chart="cert-manager",
+            repository="https://charts.jetstack.io",
+            version=versions.cert_manager,
+            values={"crds": {"enabled": True, "keep": False}},
+        ),
+        HelmRelease(
+            name=ENVOY_GATEWAY,
+            namespace=ENVOY_GATEWAY_NAMESPACE,
+            chart="gateway-helm",
+            repository="oci://docker.io/envoyproxy",
+            version=versions.envoy_gateway,
+            values=envoy_gateway_values,
+            depends_on=(CERT_MANAGER,),
+        ),
+        HelmRelease(
+            name=AI_GATEWAY_CRDS,
+            namespace=AI_GATEWAY_NAMESPACE,
+            chart="ai-gateway-crds-helm",
+            repository="oci://docker.io/envoyproxy",
+            version=versions.envoy_ai_gateway,
+        ),
+        HelmRelease(
+            name=AI_GATEWAY,
+            namespace=AI_GATEWAY_NAMESPACE,
+            chart="ai-gateway-helm",
+            repository="oci://docker.io/envoyproxy",
+            version=versions.envoy_ai_gateway,
+            depends_on=(AI_GATEWAY_CRDS, ENVOY_GATEWAY),
+        ),
     ]
 
 
@@ -211,10 +256,18 @@ def _prometheus(stack: ServingStack) -> HelmRelease:
         "job_name": "envoy-gateway-proxy",
         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [ENVOY_GATEWAY_NAMESPACE]}}],
         "relabel_configs": [
-            {"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_component"],
-             "action": "keep", "regex": "proxy"},
-            {"source_labels": ["__address__"], "action": "replace", "regex": "([^:]+)(?::\\d+)?",
-             "replacement": "$1:19001", "target_label": "__address__"},
+            {
+                "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_component"],
+                "action": "keep",
+                "regex": "proxy",
+            },
+            {
+                "source_labels": ["__address__"],
+                "action": "replace",
+                "regex": "([^:]+)(?::\\d+)?",
+                "replacement": "$1:19001",
+                "target_label": "__address__",
+            },
         ],
         "metrics_path": "/stats/prometheus",
     }
@@ -231,41 +284,62 @@ def _prometheus(stack: ServingStack) -> HelmRelease:
         "grafana": {"enabled": False},
         "alertmanager": {"enabled": False},
     }
-    return HelmRelease(name=PROMETHEUS, namespace=PROMETHEUS_NAMESPACE, chart="kube-prometheus-stack",
-                       repository="https://prometheus-community.github.io/helm-charts",
-                       version=stack.versions.prometheus, values=values)
+    return HelmRelease(
+        name=PROMETHEUS,
+        namespace=PROMETHEUS_NAMESPACE,
+        chart="kube-prometheus-stack",
+        repository="https://prometheus-community.github.io/helm-charts",
+        version=stack.versions.prometheus,
+        values=values,
+    )
 
 
 def _node_feature_discovery(stack: ServingStack) -> HelmRelease:
     # GPU nodes are tainted nvidia.com/gpu; without the toleration the NFD worker never labels
     # them, the DRA driver's kubelet plugin never runs there, and no ResourceSlices appear.
-    values = {"worker": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
-    return HelmRelease(name=NODE_FEATURE_DISCOVERY, namespace="node-feature-discovery", chart="node-feature-discovery",
-                       repository="oci://registry.k8s.io/nfd/charts", version=stack.versions.node_feature_discovery,
-                       values=values)
+    values = {"worker": {"tolerations": [dict(GPU_TOLERATION)]}}
+    return HelmRelease(
+        name=NODE_FEATURE_DISCOVERY,
+        namespace="node-feature-discovery",
+        chart="node-feature-discovery",
+        repository="oci://registry.k8s.io/nfd/charts",
+        version=stack.versions.node_feature_discovery,
+        values=values,
+    )
 
 
 def _nvidia_dra_driver(stack: ServingStack) -> HelmRelease:
     values: dict[str, Any] = {"gpuResourcesEnabledOverride": True, "resources": {"computeDomains": {"enabled": False}}}
     if stack.nvidia_driver_root != "/":
         values["nvidiaDriverRoot"] = stack.nvidia_driver_root
-    return HelmRelease(name=NVIDIA_DRA_DRIVER, namespace=NVIDIA_DRA_DRIVER_NAMESPACE, chart="dra-driver-nvidia-gpu",
-                       repository="oci://registry.k8s.io/dra-driver-nvidia/charts",
-                       version=stack.versions.nvidia_dra_driver, values=values)
+    return HelmRelease(
+        name=NVIDIA_DRA_DRIVER,
+        namespace=NVIDIA_DRA_DRIVER_NAMESPACE,
+        chart="dra-driver-nvidia-gpu",
+        repository="oci://registry.k8s.io/dra-driver-nvidia/charts",
+        version=stack.versions.nvidia_dra_driver,
+        values=values,
+    )
 
 
 def _example_dra_driver(stack: ServingStack) -> HelmRelease:
     # Chart defaults: fake gpu.example.com devices on every node and the gpu.example.com DeviceClass.
     # Its admission webhook takes its certificate from cert-manager (a self-signed Issuer).
-    return HelmRelease(name=EXAMPLE_DRA_DRIVER, namespace=EXAMPLE_DRA_DRIVER_NAMESPACE, chart="dra-example-driver",
-                       repository="oci://registry.k8s.io/dra-example-driver/charts",
-                       version=stack.versions.dra_example_driver, depends_on=(CERT_MANAGER,))
+    return HelmRelease(
+        name=EXAMPLE_DRA_DRIVER,
+        namespace=EXAMPLE_DRA_DRIVER_NAMESPACE,
+        chart="dra-example-driver",
+        repository="oci://registry.k8s.io/dra-example-driver/charts",
+        version=stack.versions.dra_example_driver,
+        depends_on=(CERT_MANAGER,),
+    )
 
 
 # --- objects --------------------------------------------------------------------------------------
 
+
 def _namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, labels=MANAGED_BY)}
+    return k8s.namespace(name, MANAGED_BY)
 
 
 def critical_pods_quota(namespace: str) -> dict[str, Any]:
@@ -276,10 +350,15 @@ def critical_pods_quota(namespace: str) -> dict[str, Any]:
         "metadata": meta("allow-critical-pods", namespace, labels=MANAGED_BY),
         "spec": {
             "hard": {"pods": "1000"},
-            "scopeSelector": {"matchExpressions": [
-                {"scopeName": "PriorityClass", "operator": "In",
-                 "values": ["system-node-critical", "system-cluster-critical"]},
-            ]},
+            "scopeSelector": {
+                "matchExpressions": [
+                    {
+                        "scopeName": "PriorityClass",
+                        "operator": "In",
+                        "values": ["system-node-critical", "system-cluster-critical"],
+                    },
+                ]
+            },
         },
     }
 
@@ -290,30 +369,42 @@ def envoy_proxy() -> dict[str, Any]:
         "apiVersion": "gateway.envoyproxy.io/v1alpha1",
         "kind": "EnvoyProxy",
         "metadata": meta(ENVOY_PROXY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
-        "spec": {"provider": {"type": "Kubernetes",
-                              "kubernetes": {"envoyService": {"externalTrafficPolicy": "Cluster"}}}},
+        "spec": {
+            "provider": {"type": "Kubernetes", "kubernetes": {"envoyService": {"externalTrafficPolicy": "Cluster"}}}
+        },
     }
 
 
 def gateway_class(stack: ServingStack) -> dict[str, Any]:
     return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
+        "apiVersion": GATEWAY_API,
         "kind": "GatewayClass",
         "metadata": meta(stack.gateway.class_name, labels=MANAGED_BY),
         "spec": {
             "controllerName": GATEWAY_CONTROLLER,
-            "parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": ENVOY_PROXY,
-                              "namespace": SYSTEM_NAMESPACE},
+            "parametersRef": {
+                "group": "gateway.envoyproxy.io",
+                "kind": "EnvoyProxy",
+                "name": ENVOY_PROXY,
+                "namespace": SYSTEM_NAMESPACE,
+            },
         },
     }
 
 
 def gateway(stack: ServingStack) -> dict[str, Any]:
     """The workload cluster's Gateway; replica HTTPRoutes from any namespace attach to it."""
-    listeners = [{"name": listener.name, "protocol": listener.protocol, "port": listener.port,
-                  "allowedRoutes": {"namespaces": {"from": "All"}}} for listener in stack.gateway.listeners]
+    listeners = [
+        {
+            "name": listener.name,
+            "protocol": listener.protocol,
+            "port": listener.port,
+            "allowedRoutes": {"namespaces": {"from": "All"}},
+        }
+        for listener in stack.gateway.listeners
+    ]
     return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
+        "apiVersion": GATEWAY_API,
         "kind": "Gateway",
         "metadata": meta(WORKLOAD_GATEWAY, SYSTEM_NAMESPACE, labels=MANAGED_BY),
         "spec": {"gatewayClassName": stack.gateway.class_name, "listeners": listeners},

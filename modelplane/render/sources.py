@@ -17,18 +17,21 @@ Naming in the mirror:
 * manifest: `<component>-<version>-<upstream file name>` (e.g.
   `gatewayApi-v1.5.1-standard-install.yaml`), so two versions sit side by side in one folder.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..api.errors import ModelplaneError
 from ..api.mirror import Location, Mirror, is_local_path
+from ..text_table import text_table
 from .types import ClusterManifests, ClusterStack, HelmRelease, RemoteManifest
 
 # SHA-256 of upstream manifests, keyed by their exact URL (a new version has no pin until someone
@@ -39,8 +42,7 @@ PINNED_SHA256: dict[str, str] = {
     # a vendored-CRDs README ("751002b3...  gateway-api-v1.5.1-standard-install.yaml"), a test-lab
     # recipe README recording url, sha256 and size, a kind e2e script (GATEWAY_API_SHA256=...), a
     # Makefile (GATEWAY_API_MANIFEST_SHA256 ?= ...) and a release-input lock (digest: "sha256:...").
-    "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/standard-install.yaml":
-        "751002b3b91a87f7ae3bd2517c79a47a8d7ed6702901808a1cf9bd97d284f9b8",
+    "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.5.1/standard-install.yaml": "751002b3b91a87f7ae3bd2517c79a47a8d7ed6702901808a1cf9bd97d284f9b8",
     # Gateway API Inference Extension v1.0.1 manifests.yaml: no published digest found; not pinned.
 }
 
@@ -65,6 +67,7 @@ def with_pinned_digest(manifest: RemoteManifest) -> RemoteManifest:
 
 # --- names in the mirror ---------------------------------------------------------------------------
 
+
 def chart_file_name(chart: str, version: str) -> str:
     """What `helm pull` writes for chart `chart` version `version`."""
     return f"{chart}-{version}.tgz"
@@ -85,6 +88,7 @@ def chart_destination(chart: str, version: str, where: Location) -> str:
 
 # --- rewriting --------------------------------------------------------------------------------------
 
+
 def mirror_release(release: HelmRelease, mirror: Mirror | None) -> HelmRelease:
     """`release` pulled from the mirror's charts location (unchanged without one).
 
@@ -96,8 +100,9 @@ def mirror_release(release: HelmRelease, mirror: Mirror | None) -> HelmRelease:
     if where is None or _in_mirror(release, where):
         return release
     if where.kind == "folder":
-        return dataclasses.replace(release, chart=where.join(chart_file_name(release.chart, release.version)),
-                                   repository="")
+        return dataclasses.replace(
+            release, chart=where.join(chart_file_name(release.chart, release.version)), repository=""
+        )
     return dataclasses.replace(release, repository=where.value)
 
 
@@ -122,6 +127,7 @@ def mirror_manifest(manifest: RemoteManifest, mirror: Mirror | None) -> RemoteMa
 
 # --- digests ----------------------------------------------------------------------------------------
 
+
 def digest_problem(manifest: RemoteManifest, content: bytes) -> str | None:
     """Why `content` is not the manifest the fleet pins, or None (also None when nothing is pinned)."""
     if manifest.sha256 is None:
@@ -129,17 +135,22 @@ def digest_problem(manifest: RemoteManifest, content: bytes) -> str | None:
     actual = hashlib.sha256(content).hexdigest()
     if actual == manifest.sha256.lower():
         return None
-    return (f"{manifest.url} is not the pinned {manifest.component} {manifest.version} manifest: its SHA-256 is "
-            f"{actual}, the pinned one is {manifest.sha256}. Download it again (`modelplane sources --stack "
-            "<stack>` prints the commands, with a sha256sum check) and replace the file; it was not applied")
+    return (
+        f"{manifest.url} is not the pinned {manifest.component} {manifest.version} manifest: its SHA-256 is "
+        f"{actual}, the pinned one is {manifest.sha256}. Download it again (`modelplane sources --stack "
+        "<stack>` prints the commands, with a sha256sum check) and replace the file; it was not applied"
+    )
 
 
 def missing_file_message(path: str, what: str) -> str:
-    return (f"{path}: no such file in the mirror folder ({what}). `modelplane sources --stack <stack>` lists every "
-            "file the mirror must hold and the commands that fetch them")
+    return (
+        f"{path}: no such file in the mirror folder ({what}). `modelplane sources --stack <stack>` lists every "
+        "file the mirror must hold and the commands that fetch them"
+    )
 
 
 # --- what to mirror ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ChartSource:
@@ -158,8 +169,14 @@ class ChartSource:
         return f"{self.repository.rstrip('/')}/{self.chart}" if self.repository.startswith("oci://") else self.chart
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chart": self.chart, "version": self.version, "repository": self.repository,
-                "file": self.file, "destination": self.destination, "clusters": list(self.clusters)}
+        return {
+            "chart": self.chart,
+            "version": self.version,
+            "repository": self.repository,
+            "file": self.file,
+            "destination": self.destination,
+            "clusters": list(self.clusters),
+        }
 
 
 @dataclass(frozen=True)
@@ -175,9 +192,16 @@ class ManifestSource:
     clusters: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"component": self.component, "version": self.version, "url": self.url, "sha256": self.sha256,
-                "pinned": self.sha256 is not None, "file": self.file, "destination": self.destination,
-                "clusters": list(self.clusters)}
+        return {
+            "component": self.component,
+            "version": self.version,
+            "url": self.url,
+            "sha256": self.sha256,
+            "pinned": self.sha256 is not None,
+            "file": self.file,
+            "destination": self.destination,
+            "clusters": list(self.clusters),
+        }
 
 
 @dataclass(frozen=True)
@@ -189,8 +213,11 @@ class Sources:
     manifests: tuple[ManifestSource, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mirror": self.mirror.to_config() if self.mirror else None,
-                "charts": [c.to_dict() for c in self.charts], "manifests": [m.to_dict() for m in self.manifests]}
+        return {
+            "mirror": self.mirror.to_config() if self.mirror else None,
+            "charts": [c.to_dict() for c in self.charts],
+            "manifests": [m.to_dict() for m in self.manifests],
+        }
 
 
 def mirror_sources(manifests: Iterable[ClusterStack | ClusterManifests], mirror: Mirror | None) -> Sources:
@@ -204,39 +231,55 @@ def mirror_sources(manifests: Iterable[ClusterStack | ClusterManifests], mirror:
     for cluster in manifests:
         for release in cluster.releases:
             if not release.repository:
-                raise ValueError(f"{cluster.cluster}/{release.name} is already a local chart ({release.chart}): "
-                                 "list sources from the upstream render, before mirror_release")
+                raise ValueError(
+                    f"{cluster.cluster}/{release.name} is already a local chart ({release.chart}): "
+                    "list sources from the upstream render, before mirror_release"
+                )
             key = (release.chart, release.version)
             seen = charts.setdefault(key, (release, set()))
             if seen[0].repository.rstrip("/") != release.repository.rstrip("/"):
-                raise ModelplaneError(f"chart {release.chart} {release.version} comes from two repositories "
-                                      f"({seen[0].repository} and {release.repository}); one mirror cannot hold "
-                                      "both under one name")
+                raise ModelplaneError(
+                    f"chart {release.chart} {release.version} comes from two repositories "
+                    f"({seen[0].repository} and {release.repository}); one mirror cannot hold "
+                    "both under one name"
+                )
             seen[1].add(cluster.cluster)
         for manifest in cluster.remote_manifests:
             files.setdefault(manifest.url, (with_pinned_digest(manifest), set()))[1].add(cluster.cluster)
     chart_where = mirror.chart_location if mirror is not None else None
     file_where = mirror.manifest_location if mirror is not None else None
     chart_list = tuple(
-        ChartSource(r.chart, r.version, r.repository, chart_file_name(r.chart, r.version),
-                    chart_destination(r.chart, r.version, chart_where) if chart_where else None, tuple(sorted(c)))
-        for (_, _), (r, c) in sorted(charts.items()))
+        ChartSource(
+            r.chart,
+            r.version,
+            r.repository,
+            chart_file_name(r.chart, r.version),
+            chart_destination(r.chart, r.version, chart_where) if chart_where else None,
+            tuple(sorted(c)),
+        )
+        for (_, _), (r, c) in sorted(charts.items())
+    )
     manifest_list = []
     by_file: dict[str, str] = {}
     for url, (m, c) in sorted(files.items(), key=lambda item: (manifest_file_name(item[1][0]), item[0])):
         name = manifest_file_name(m)
         if by_file.setdefault(name, url) != url:
             raise ModelplaneError(f"manifests {by_file[name]} and {url} would both be stored as {name} in the mirror")
-        manifest_list.append(ManifestSource(m.component, m.version, url, m.sha256, name,
-                                            file_where.join(name) if file_where else None, tuple(sorted(c))))
+        manifest_list.append(
+            ManifestSource(
+                m.component,
+                m.version,
+                url,
+                m.sha256,
+                name,
+                file_where.join(name) if file_where else None,
+                tuple(sorted(c)),
+            )
+        )
     return Sources(mirror, chart_list, tuple(manifest_list))
 
 
 # --- views ------------------------------------------------------------------------------------------
-
-def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
-    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
 
 
 def _clusters(names: tuple[str, ...]) -> str:
@@ -250,13 +293,18 @@ def sources_table(sources: Sources) -> str:
     else:
         lines = [f"Mirror: charts {mirror.charts or '(upstream)'}, manifests {mirror.manifests or '(upstream)'}"]
     lines += ["", f"Helm charts ({len(sources.charts)}):"]
-    lines += _table(["CHART", "VERSION", "UPSTREAM", "IN THE MIRROR", "CLUSTERS"],
-                    [[c.chart, c.version, c.repository, c.destination or c.file, _clusters(c.clusters)]
-                     for c in sources.charts])
+    lines += text_table(
+        ["CHART", "VERSION", "UPSTREAM", "IN THE MIRROR", "CLUSTERS"],
+        [[c.chart, c.version, c.repository, c.destination or c.file, _clusters(c.clusters)] for c in sources.charts],
+    )
     lines += ["", f"CRD manifests ({len(sources.manifests)}):"]
-    lines += _table(["FILE", "UPSTREAM", "SHA-256", "IN THE MIRROR", "CLUSTERS"],
-                    [[m.file, m.url, m.sha256 or NOT_PINNED, m.destination or m.file, _clusters(m.clusters)]
-                     for m in sources.manifests])
+    lines += text_table(
+        ["FILE", "UPSTREAM", "SHA-256", "IN THE MIRROR", "CLUSTERS"],
+        [
+            [m.file, m.url, m.sha256 or NOT_PINNED, m.destination or m.file, _clusters(m.clusters)]
+            for m in sources.manifests
+        ],
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -264,15 +312,19 @@ def fill_commands(sources: Sources) -> str:
     """Shell commands that download every source and fill the configured mirror (copy-paste ready)."""
     q = shlex.quote
     charts_dir, files_dir = f"{STAGING}/charts", f"{STAGING}/manifests"
-    lines = ["# 1. On a machine with internet access: download everything into ./" + STAGING,
-             "#    (each chart is pulled into a folder of its own, then named <chart>-<version>.tgz: helm names",
-             "#    the file after the tag it resolved, which may spell the version differently, e.g. without a 'v')",
-             f"mkdir -p {charts_dir} {files_dir}"]
+    lines = [
+        "# 1. On a machine with internet access: download everything into ./" + STAGING,
+        "#    (each chart is pulled into a folder of its own, then named <chart>-<version>.tgz: helm names",
+        "#    the file after the tag it resolved, which may spell the version differently, e.g. without a 'v')",
+        f"mkdir -p {charts_dir} {files_dir}",
+    ]
     for c in sources.charts:
-        pull = q(f"{STAGING}/pull/{c.file[:-len('.tgz')]}")
+        pull = q(f"{STAGING}/pull/{c.file[: -len('.tgz')]}")
         where = f"--repo {q(c.repository)} " if not c.repository.startswith("oci://") else ""
-        lines.append(f"mkdir -p {pull} && helm pull {q(c.reference)} {where}--version {q(c.version)} --destination "
-                     f"{pull} && mv {pull}/*.tgz {q(f'{charts_dir}/{c.file}')}")
+        lines.append(
+            f"mkdir -p {pull} && helm pull {q(c.reference)} {where}--version {q(c.version)} --destination "
+            f"{pull} && mv {pull}/*.tgz {q(f'{charts_dir}/{c.file}')}"
+        )
     for m in sources.manifests:
         lines.append(f"curl -fsSL -o {q(f'{files_dir}/{m.file}')} {q(m.url)}")
     pinned = [m for m in sources.manifests if m.sha256]
@@ -295,17 +347,21 @@ def _fill_charts(sources: Sources) -> list[str]:
     if not sources.charts:
         return []
     if where is None:
-        return ["# charts: no mirror configured; set modelplane:mirror.charts (docs/air-gapped.md) and run "
-                "`modelplane sources` again for the commands that fill it"]
+        return [
+            "# charts: no mirror configured; set modelplane:mirror.charts (docs/air-gapped.md) and run "
+            "`modelplane sources` again for the commands that fill it"
+        ]
     if where.kind == "folder":
         return [f"mkdir -p {q(where.value)}", f"cp {STAGING}/charts/*.tgz {q(where.value + '/')}"]
     if where.kind == "oci":
         host = urlsplit(where.value).netloc
         return [f"# helm registry login {q(host)}   (if the registry needs it)"] + [
-            f"helm push {q(f'{STAGING}/charts/{c.file}')} {q(where.value)}" for c in sources.charts]
-    return [f"# upload each .tgz to the Helm repository {where.value} with its upload API (Artifactory, Nexus",
-            "# and ChartMuseum each have one), so that its index.yaml lists every chart version:"] + [
-        f"#   {STAGING}/charts/{c.file}" for c in sources.charts]
+            f"helm push {q(f'{STAGING}/charts/{c.file}')} {q(where.value)}" for c in sources.charts
+        ]
+    return [
+        f"# upload each .tgz to the Helm repository {where.value} with its upload API (Artifactory, Nexus",
+        "# and ChartMuseum each have one), so that its index.yaml lists every chart version:",
+    ] + [f"#   {STAGING}/charts/{c.file}" for c in sources.charts]
 
 
 def _fill_manifests(sources: Sources) -> list[str]:
@@ -314,17 +370,34 @@ def _fill_manifests(sources: Sources) -> list[str]:
     if not sources.manifests:
         return []
     if where is None:
-        return ["# manifests: no mirror configured; set modelplane:mirror.manifests (docs/air-gapped.md) and run "
-                "`modelplane sources` again for the commands that fill it"]
+        return [
+            "# manifests: no mirror configured; set modelplane:mirror.manifests (docs/air-gapped.md) and run "
+            "`modelplane sources` again for the commands that fill it"
+        ]
     if where.kind == "folder":
         return [f"mkdir -p {q(where.value)}"] + [
-            f"cp {q(f'{STAGING}/manifests/{m.file}')} {q(where.join(m.file))}" for m in sources.manifests]
-    return ["# put each file at <base>/<file>, e.g. with HTTP PUT (Artifactory generic, Nexus raw, WebDAV;",
-            "# add -u USER if it needs a login):"] + [
-        f"curl -fsS -T {q(f'{STAGING}/manifests/{m.file}')} {q(where.join(m.file))}" for m in sources.manifests]
+            f"cp {q(f'{STAGING}/manifests/{m.file}')} {q(where.join(m.file))}" for m in sources.manifests
+        ]
+    return [
+        "# put each file at <base>/<file>, e.g. with HTTP PUT (Artifactory generic, Nexus raw, WebDAV;",
+        "# add -u USER if it needs a login):",
+    ] + [f"curl -fsS -T {q(f'{STAGING}/manifests/{m.file}')} {q(where.join(m.file))}" for m in sources.manifests]
 
 
-__all__ = ["ChartSource", "ManifestSource", "PINNED_SHA256", "Sources", "chart_file_name", "digest_problem",
-           "fill_commands", "is_local_path", "manifest_file_name",
-           "mirror_manifest", "mirror_release", "mirror_sources", "pinned_sha256",
-           "sources_table", "with_pinned_digest"]
+__all__ = [
+    "PINNED_SHA256",
+    "ChartSource",
+    "ManifestSource",
+    "Sources",
+    "chart_file_name",
+    "digest_problem",
+    "fill_commands",
+    "is_local_path",
+    "manifest_file_name",
+    "mirror_manifest",
+    "mirror_release",
+    "mirror_sources",
+    "pinned_sha256",
+    "sources_table",
+    "with_pinned_digest",
+]

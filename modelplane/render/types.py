@@ -1,10 +1,11 @@
 """What rendering produces: plain Kubernetes objects (dicts) and Helm release specs, per cluster."""
+
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .secrets import PLACEHOLDER as SECRET_PLACEHOLDER
 
@@ -39,6 +40,26 @@ def model_name(namespace: str, service: str) -> str:
     return f"{namespace}/{service}"
 
 
+# Contracts with Kubernetes and the other layers, spelled once.
+SERVING, WORKLOAD, LWS_ROLE = (
+    "modelplane.ai/serving",
+    "modelplane.ai/workload",
+    "modelplane.ai/lws-role",
+)  # pod labels
+ENGINE_PORT = 8000  # where an engine serves (the InferencePool's target port)
+GATEWAY_API = "gateway.networking.k8s.io/v1"  # the apiVersion of every Gateway and HTTPRoute rendered
+POOL_LABEL = "modelplane.ai/pool"  # a pool's node label; a replica's nodeSelector names it (else pods stay Pending)
+GPU_TAINT_KEY = "nvidia.com/gpu"  # GPU pools are tainted so that only pods tolerating it (claiming GPUs) land there
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}  # copy it into an object
+
+
+def endpoint_slice_labels(service: str) -> dict[str, str]:
+    """The labels that make a hand-written EndpointSlice the endpoints of Service `service`."""
+    return {"kubernetes.io/service-name": service, "endpointslice.kubernetes.io/managed-by": "modelplane"}
+
+
+StackRole = Literal["workload", "front-door"]  # what a cluster's serving stack is for
+
 # A replica's workloads: applied after the replica's other objects, and awaited until available.
 WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
 
@@ -56,8 +77,15 @@ class HelmRelease:
     depends_on: tuple[str, ...] = ()  # releases (by name) that must be installed first
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "namespace": self.namespace, "chart": self.chart, "repository": self.repository,
-                "version": self.version, "values": self.values, "dependsOn": list(self.depends_on)}
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "chart": self.chart,
+            "repository": self.repository,
+            "version": self.version,
+            "values": self.values,
+            "dependsOn": list(self.depends_on),
+        }
 
 
 @dataclass(frozen=True)
@@ -75,8 +103,13 @@ class RemoteManifest:
     sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "component": self.component, "version": self.version, "url": self.url,
-                "sha256": self.sha256}
+        return {
+            "name": self.name,
+            "component": self.component,
+            "version": self.version,
+            "url": self.url,
+            "sha256": self.sha256,
+        }
 
 
 @dataclass(frozen=True)
@@ -122,7 +155,7 @@ class ClusterStack:
     """
 
     cluster: str
-    role: str  # "workload" | "front-door"
+    role: StackRole
     gateway: str
     cluster_objects: list[dict[str, Any]] = field(default_factory=list)
     objects: list[dict[str, Any]] = field(default_factory=list)
@@ -139,7 +172,7 @@ class ClusterManifests:
     """
 
     cluster: str
-    role: str  # "workload" | "front-door"
+    role: StackRole
     objects: list[dict[str, Any]] = field(default_factory=list)
     releases: list[HelmRelease] = field(default_factory=list)
     remote_manifests: list[RemoteManifest] = field(default_factory=list)
@@ -177,8 +210,12 @@ def with_await(obj: dict[str, Any], gateway: str | None = None) -> dict[str, Any
     return obj
 
 
-def meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None,
-         annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def meta(
+    name: str,
+    namespace: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name}
     if namespace is not None:
         out["namespace"] = namespace
@@ -210,13 +247,24 @@ def collect_placeholders(objects: list[dict[str, Any]], declared: list[Placehold
             found.setdefault(declared_placeholder.name, declared_placeholder)
     for match in SECRET_PLACEHOLDER.finditer(text):
         key = match.group(1)
-        found.setdefault(key, Placeholder(key, match.group(0), f"the config value {key} (set with "
-                                          "`pulumi config set --secret --path`), as a Pulumi secret"))
+        found.setdefault(
+            key,
+            Placeholder(
+                key,
+                match.group(0),
+                f"the config value {key} (set with `pulumi config set --secret --path`), as a Pulumi secret",
+            ),
+        )
     for match in _GATEWAY_ADDRESS.finditer(text):
         cluster = match.group(1)
-        found.setdefault(f"{cluster}.gatewayAddress", Placeholder(
-            f"{cluster}.gatewayAddress", match.group(0),
-            f"the address of the {WORKLOAD_GATEWAY} Gateway on cluster {cluster}, once it has one"))
+        found.setdefault(
+            f"{cluster}.gatewayAddress",
+            Placeholder(
+                f"{cluster}.gatewayAddress",
+                match.group(0),
+                f"the address of the {WORKLOAD_GATEWAY} Gateway on cluster {cluster}, once it has one",
+            ),
+        )
     return list(found.values())
 
 
@@ -224,10 +272,16 @@ def check_unique_names(cluster: str, objects: list[dict[str, Any]]) -> None:
     """Two objects of one kind with one name in one namespace: the second would overwrite the first."""
     seen: set[tuple] = set()
     for obj in objects:
-        identity = (obj.get("apiVersion", "").split("/")[0], obj["kind"], obj["metadata"].get("namespace"),
-                    obj["metadata"]["name"])
+        identity = (
+            obj.get("apiVersion", "").split("/")[0],
+            obj["kind"],
+            obj["metadata"].get("namespace"),
+            obj["metadata"]["name"],
+        )
         if identity in seen:
             where = f"{identity[2]}/" if identity[2] else ""
-            raise ValueError(f"cluster {cluster}: two {identity[1]} objects are named {where}{identity[3]}; "
-                             "this is a modelplane bug, please report it with the stack file")
+            raise ValueError(
+                f"cluster {cluster}: two {identity[1]} objects are named {where}{identity[3]}; "
+                "this is a modelplane bug, please report it with the stack file"
+            )
         seen.add(identity)

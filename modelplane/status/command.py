@@ -1,8 +1,9 @@
 """`modelplane status`: the thin shell around the pure report.
 
-    last placement (--previous, else the stack output)  ->  plan + drift  ->  kubeconfigs
-    ->  read the clusters (threads)  ->  probe the endpoints (threads)  ->  report  ->  table or JSON
+last placement (--previous, else the stack output)  ->  plan + drift  ->  kubeconfigs
+->  read the clusters (threads)  ->  probe the endpoints (threads)  ->  report  ->  table or JSON
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,15 +21,28 @@ from ..api.textfile import read_text
 from ..progress import Progress
 from ..render.types import replica_host
 from ..scheduling import PlacementDocument, load_previous, schedule
-from .kubeconfig import (ClusterAccess, KubeconfigError, access_from_document, context_names, merged_kubeconfig,
-                         parse_kubeconfig)
-from .live import read_clusters
 from .fallback import fallback_lines
+from .kubeconfig import (
+    ClusterAccess,
+    KubeconfigError,
+    access_from_document,
+    context_names,
+    merged_kubeconfig,
+    parse_kubeconfig,
+)
+from .live import read_clusters
 from .probe import ProbeTarget, probe_all
 from .replicas import WatchedReplica, watched_replicas
 from .report import Runbook, StatusReport, build_report
-from .stack import (INSTEAD_OF_BOTH, INSTEAD_OF_KUBECONFIGS, INSTEAD_OF_PLACEMENT, PulumiError, PulumiStack,
-                    kubeconfigs_from_config, kubeconfigs_from_outputs)
+from .stack import (
+    INSTEAD_OF_BOTH,
+    INSTEAD_OF_KUBECONFIGS,
+    INSTEAD_OF_PLACEMENT,
+    PulumiError,
+    PulumiStack,
+    kubeconfigs_from_config,
+    kubeconfigs_from_outputs,
+)
 from .table import status_table
 
 KUBECONFIG_NAMES = ("{}", "{}.yaml", "{}.yml", "{}.kubeconfig")
@@ -55,14 +69,16 @@ def run(fleet: Fleet, stack_path: Path, args: argparse.Namespace, progress: Prog
         targets = probe_targets(rows, readings, fleet)
         probes = probe_all(targets, on_done=progress.counter("status: probing replicas", len(targets)))
     progress.done()
-    report = build_report(stack.label, result, watched, readings, probes, stack.runbook(), tuple(notes),
-                          tuple(fallback_lines(fleet)))
+    report = build_report(
+        stack.label, result, watched, readings, probes, stack.runbook(), tuple(notes), tuple(fallback_lines(fleet))
+    )
     write(report, args.output)
     return report.exit_code
 
 
-def last_placement(stack: "Stack", previous: Path | None,
-                   needs_kubeconfigs: bool) -> tuple[PlacementDocument, dict | None, list[str]]:
+def last_placement(
+    stack: Stack, previous: Path | None, needs_kubeconfigs: bool
+) -> tuple[PlacementDocument, dict | None, list[str]]:
     """The last `pulumi up`'s placement, the stack's outputs when they were read for it, and notes."""
     if previous is not None:
         return load_previous(previous), None, []
@@ -72,8 +88,14 @@ def last_placement(stack: "Stack", previous: Path | None,
     return document, outputs, notes
 
 
-def cluster_accesses(stack: "Stack", fleet: Fleet, clusters: list[str], folder: Path | None,
-                     outputs: dict | None, environ: dict[str, str] | None = None) -> dict[str, ClusterAccess]:
+def cluster_accesses(
+    stack: Stack,
+    fleet: Fleet,
+    clusters: list[str],
+    folder: Path | None,
+    outputs: dict | None,
+    environ: dict[str, str] | None = None,
+) -> dict[str, ClusterAccess]:
     """How to reach each cluster holding a replica; a cluster of the fleet without a kubeconfig is an error.
 
     A kubeconfig that is there but cannot be used makes only its own cluster unreadable."""
@@ -89,7 +111,9 @@ def cluster_accesses(stack: "Stack", fleet: Fleet, clusters: list[str], folder: 
     return accesses
 
 
-def accesses_from_kubeconfig_env(fleet: Fleet, clusters: list[str], environ: dict[str, str]) -> dict[str, ClusterAccess]:
+def accesses_from_kubeconfig_env(
+    fleet: Fleet, clusters: list[str], environ: dict[str, str]
+) -> dict[str, ClusterAccess]:
     """Clusters `$KUBECONFIG` (one file or several) has a context for: the cluster's `existing.context`, else a
     context named like the cluster."""
     try:
@@ -116,7 +140,7 @@ def check_names(document: PlacementDocument) -> None:
     for i, replica in enumerate(document.replicas):
         for field, value in (("cluster", replica.cluster), ("namespace", replica.namespace), ("name", replica.name)):
             if (problem := syntax.dns_label_problem(value)) is not None:
-                problems.append(f"replicas[{i}].{field} {ascii(value)}: {problem}")
+                problems.append(f"replicas[{i}].{field} {value!a}: {problem}")
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise ModelplaneError(f"the last placement holds names that are not Kubernetes names: {shown}")
@@ -132,20 +156,26 @@ def write(report: StatusReport, output: str) -> None:
 def placement_of(outputs: dict, stack: str) -> tuple[PlacementDocument, list[str]]:
     data = outputs.get("placement")
     if not data:
-        return PlacementDocument(), [f"stack {stack} has no `placement` output: it has not been deployed with "
-                                     "`pulumi up` yet, so every replica is drift to add"]
+        return PlacementDocument(), [
+            f"stack {stack} has no `placement` output: it has not been deployed with "
+            "`pulumi up` yet, so every replica is drift to add"
+        ]
     try:
         return load_previous(data), []
     except ModelplaneError as error:
-        raise ModelplaneError(f"the stack output `placement` of stack {stack}: {error}; {INSTEAD_OF_PLACEMENT}") from None
+        raise ModelplaneError(
+            f"the stack output `placement` of stack {stack}: {error}; {INSTEAD_OF_PLACEMENT}"
+        ) from None
 
 
 def kubeconfigs_in_dir(folder: Path, clusters: list[str]) -> dict[str, tuple[str | KubeconfigError, str, Path]]:
     """{cluster: (text, origin, folder)} for every cluster with a file in `folder` (the text is the error when the
     file cannot be read: not a regular file, too large, not UTF-8)."""
     if not folder.is_dir():
-        raise ModelplaneError(f"--kubeconfig-dir {folder} is not a folder; it must hold one kubeconfig per cluster, "
-                              "named <cluster>, <cluster>.yaml or <cluster>.kubeconfig")
+        raise ModelplaneError(
+            f"--kubeconfig-dir {folder} is not a folder; it must hold one kubeconfig per cluster, "
+            "named <cluster>, <cluster>.yaml or <cluster>.kubeconfig"
+        )
     found = {}
     for cluster in clusters:
         for pattern in KUBECONFIG_NAMES:
@@ -153,8 +183,12 @@ def kubeconfigs_in_dir(folder: Path, clusters: list[str]) -> dict[str, tuple[str
             if path.exists() and not path.is_dir():
                 origin = f"{path.name} in --kubeconfig-dir"
                 try:
-                    text: str | KubeconfigError = read_text(path, f"the kubeconfig of cluster {cluster} ({origin})",
-                                                            MAX_KUBECONFIG_BYTES, error=KubeconfigError)
+                    text: str | KubeconfigError = read_text(
+                        path,
+                        f"the kubeconfig of cluster {cluster} ({origin})",
+                        MAX_KUBECONFIG_BYTES,
+                        error=KubeconfigError,
+                    )
                 except KubeconfigError as error:
                     text = error
                 found[cluster] = (text, origin, folder)
@@ -166,24 +200,33 @@ def missing_kubeconfigs(clusters: list[str], folder: Path | None, stack: str) ->
     names = ", ".join(clusters)
     if folder is not None:
         files = ", ".join(f"{folder / c}" for c in clusters)
-        return (f"no kubeconfig for cluster{'s' if len(clusters) > 1 else ''} {names} in --kubeconfig-dir {folder}: "
-                f"add {files} (or <cluster>.yaml / <cluster>.kubeconfig)")
+        return (
+            f"no kubeconfig for cluster{'s' if len(clusters) > 1 else ''} {names} in --kubeconfig-dir {folder}: "
+            f"add {files} (or <cluster>.yaml / <cluster>.kubeconfig)"
+        )
     them = "them" if len(clusters) > 1 else "it"
-    return (f"no kubeconfig for cluster{'s' if len(clusters) > 1 else ''} {names}: stack {stack} has no `kubeconfigs` "
-            f"output for {them} (written by `pulumi up`), and its config holds one only for Existing clusters "
-            f"(modelplane:inferenceClusters.<cluster>.cluster.existing.kubeconfig); {INSTEAD_OF_KUBECONFIGS}")
+    return (
+        f"no kubeconfig for cluster{'s' if len(clusters) > 1 else ''} {names}: stack {stack} has no `kubeconfigs` "
+        f"output for {them} (written by `pulumi up`), and its config holds one only for Existing clusters "
+        f"(modelplane:inferenceClusters.<cluster>.cluster.existing.kubeconfig); {INSTEAD_OF_KUBECONFIGS}"
+    )
 
 
-def access_of(cluster: str, found: tuple[str | KubeconfigError, str, Path | None], fleet: Fleet,
-              environ: dict[str, str] | None = None) -> ClusterAccess:
+def access_of(
+    cluster: str,
+    found: tuple[str | KubeconfigError, str, Path | None],
+    fleet: Fleet,
+    environ: dict[str, str] | None = None,
+) -> ClusterAccess:
     """How to reach `cluster`, or (`problem` set) why its kubeconfig cannot be used: that cluster alone is then
     reported unreadable, and the others are still read."""
     text, origin, base_dir = found
     if isinstance(text, KubeconfigError):
         return ClusterAccess.unusable(cluster, origin, str(text))
     try:
-        return parse_kubeconfig(text, cluster, origin, context=_existing_context(fleet, cluster), base_dir=base_dir,
-                                environ=environ)
+        return parse_kubeconfig(
+            text, cluster, origin, context=_existing_context(fleet, cluster), base_dir=base_dir, environ=environ
+        )
     except KubeconfigError as error:
         return ClusterAccess.unusable(cluster, origin, str(error))
 
@@ -202,8 +245,9 @@ def probe_targets(rows: list[WatchedReplica], readings: dict, fleet: Fleet) -> l
         if r.deployed and reading is not None and reading.read and reading.gateway_address:
             if r.cluster not in ports:
                 ports[r.cluster] = gateway_port(fleet, r.cluster)
-            targets.append(ProbeTarget(r.key, reading.gateway_address, ports[r.cluster],
-                                       replica_host(r.namespace, r.name)))
+            targets.append(
+                ProbeTarget(r.key, reading.gateway_address, ports[r.cluster], replica_host(r.namespace, r.name))
+            )
     return targets
 
 
@@ -222,7 +266,7 @@ class Stack:
         self.path, self.name, self.label, self.given_by_name = path, name, label, given_by_name
 
     @classmethod
-    def of(cls, path: Path, stack: str | None) -> "Stack":
+    def of(cls, path: Path, stack: str | None) -> Stack:
         if stack:
             return cls(path, stack, stack, True)
         match = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", path.name)
@@ -232,18 +276,22 @@ class Stack:
         name = shlex.quote(self.name or "<stack>")
         if self.given_by_name:
             return Runbook(f"--stack {name}", f"--stack {name}")
-        return Runbook(f"--config {shlex.quote(str(self.path))}",
-                       f"--stack {name} --config-file {shlex.quote(str(self.path))}")
+        return Runbook(
+            f"--config {shlex.quote(str(self.path))}", f"--stack {name} --config-file {shlex.quote(str(self.path))}"
+        )
 
     def pulumi(self, instead: str) -> PulumiStack:
         if not self.name:
-            raise PulumiError(f"{self.path} is not named Pulumi.<stack>.yaml, so status cannot ask Pulumi for its "
-                              f"outputs; {instead}")
+            raise PulumiError(
+                f"{self.path} is not named Pulumi.<stack>.yaml, so status cannot ask Pulumi for its outputs; {instead}"
+            )
         start = Path.cwd() if self.given_by_name else self.path.resolve().parent
         project = find_project_dir(start) or find_project_dir(Path.cwd())
         if project is None:
-            raise PulumiError(f"no Pulumi project (Pulumi.yaml) above {start}, so status cannot ask Pulumi for stack "
-                              f"{self.name}'s outputs; {instead}")
+            raise PulumiError(
+                f"no Pulumi project (Pulumi.yaml) above {start}, so status cannot ask Pulumi for stack "
+                f"{self.name}'s outputs; {instead}"
+            )
         return PulumiStack(self.name, project, None if self.given_by_name else self.path)
 
     def kubeconfigs(self, clusters: list[str], fleet: Fleet, outputs: dict | None) -> dict[str, tuple[str, str, None]]:
@@ -253,8 +301,11 @@ class Stack:
         pulumi = self.pulumi(INSTEAD_OF_KUBECONFIGS)
         if outputs is None:
             outputs = pulumi.outputs(True, INSTEAD_OF_KUBECONFIGS)
-        found = {c: (text, "the stack output kubeconfigs", None)
-                 for c, text in kubeconfigs_from_outputs(outputs).items() if c in clusters}
+        found = {
+            c: (text, "the stack output kubeconfigs", None)
+            for c, text in kubeconfigs_from_outputs(outputs).items()
+            if c in clusters
+        }
         if any(c not in found and _existing(fleet, c) for c in clusters):
             config = kubeconfigs_from_config(pulumi.config(INSTEAD_OF_KUBECONFIGS))
             for c in clusters:

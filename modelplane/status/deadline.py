@@ -7,12 +7,15 @@ by an overall deadline whatever a thread is stuck in (a DNS lookup, a plugin), w
 fallback result in their place; an exception in one item becomes that item's result, never the
 whole command's traceback.
 """
+
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,7 +41,7 @@ class Watchdog:
 
     def release(self, sock: socket.socket | None) -> None:
         with self._lock:
-            self._sockets.discard(sock)  # type: ignore[arg-type]
+            self._sockets.discard(sock)
 
     def cancel(self) -> None:
         self._timer.cancel()
@@ -53,15 +56,19 @@ class Watchdog:
 
 
 def _shutdown(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):  # already closed
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed
-        pass
 
 
-def gather(work: Callable[[T], R], items: Sequence[T], workers: int, seconds: float,
-           late: Callable[[T], R], failed: Callable[[T, Exception], R],
-           on_done: Callable[[int], None] = lambda done: None) -> list[R]:
+def gather(
+    work: Callable[[T], R],
+    items: Sequence[T],
+    workers: int,
+    seconds: float,
+    late: Callable[[T], R],
+    failed: Callable[[T, Exception], R],
+    on_done: Callable[[int], None] = lambda done: None,
+) -> list[R]:
     """`work(item)` for every item, at most `workers` at a time, all within `seconds`: an item not done
     by then gets `late(item)`, one that raised gets `failed(item, error)`. `on_done(n)` is told each time
     an item finishes, with how many have (for a progress line)."""
@@ -80,7 +87,7 @@ def gather(work: Callable[[T], R], items: Sequence[T], workers: int, seconds: fl
                 return
             try:
                 result = work(items[index])
-            except Exception as error:  # noqa: BLE001 - one item's failure is that item's result
+            except Exception as error:
                 result = failed(items[index], error)
             with lock:
                 results[index] = result

@@ -15,6 +15,7 @@ a `ReadError` saying whether the cluster was `unreachable` (no connection, no an
 an untrusted certificate); no message carries a token or a kubeconfig, and text the API server
 sends is shown only without control characters.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,11 +30,13 @@ import tempfile
 import time
 import urllib.parse
 from pathlib import Path
+from typing import cast
 
 from ..api.errors import ModelplaneError
 from ..api.textfile import read_text
 from .deadline import Watchdog
 from .kubeconfig import ClusterAccess
+from .observations import ReadErrorKind
 
 EXEC_TIMEOUT = 20.0  # seconds for an exec credential plugin (a cloud CLI fetching a token), within the cluster's budget
 MAX_BODY_BYTES = 64 << 20  # one answer: a namespace's serving pods (about 10 KB each) or its ResourceClaims
@@ -43,9 +46,10 @@ MAX_MESSAGE = 200  # characters of an API server's error message shown
 
 
 class ReadError(Exception):
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: ReadErrorKind, message: str) -> None:
         super().__init__(message)
-        self.kind, self.message = kind, message  # kind: "unreachable" | "unreadable"
+        self.kind: ReadErrorKind = kind
+        self.message = message
 
 
 class KubeClient:
@@ -109,13 +113,20 @@ class KubeClient:
             self._context = tls_context(self.access, cert, key)
         self._connection = self._connect()
 
-    def _connect(self) -> "_Connection":
+    def _connect(self) -> _Connection:
         timeout = self._remaining()
         if self._proxy is None:
-            return _Connection(self._host, self._port, timeout, self.watchdog, self._context,
-                               self.access.tls_server_name or self._host)
-        connection = _Connection(self._proxy.hostname or "", self._proxy.port or 80, timeout, self.watchdog,
-                                 self._context, self.access.tls_server_name or self._host)
+            return _Connection(
+                self._host, self._port, timeout, self.watchdog, self._context, self.access.tls_server_name or self._host
+            )
+        connection = _Connection(
+            self._proxy.hostname or "",
+            self._proxy.port or 80,
+            timeout,
+            self.watchdog,
+            self._context,
+            self.access.tls_server_name or self._host,
+        )
         if self._https:
             connection.set_tunnel(self._host, self._port, headers=_proxy_auth(self._proxy))
         return connection
@@ -135,6 +146,7 @@ class KubeClient:
     def _send(self, target: str, headers: dict[str, str], path: str) -> tuple[int, bytes]:
         for attempt in (1, 2):
             connection = self._connection
+            assert connection is not None  # _connect ran
             reused = connection.sock is not None
             try:
                 timeout = self._remaining()
@@ -158,7 +170,7 @@ class KubeClient:
             except ReadError:
                 connection.close()
                 raise
-            except Exception as error:  # noqa: BLE001 - every network failure becomes a ReadError
+            except Exception as error:
                 connection.close()
                 budget_ran_out = isinstance(error, (TimeoutError, socket.timeout)) and timeout < self.timeout
                 if self.watchdog.expired or budget_ran_out:  # (a read's timeout is cut to what is left)
@@ -171,8 +183,9 @@ class _Connection(http.client.HTTPConnection):
     """HTTP or HTTPS (when given a context: the kubeconfig's tls-server-name, when given, as the name to
     verify), its socket guarded by the cluster's watchdog from the moment it exists."""
 
-    def __init__(self, host: str, port: int, timeout: float, watchdog: Watchdog, context: ssl.SSLContext | None,
-                 server_name: str):
+    def __init__(
+        self, host: str, port: int, timeout: float, watchdog: Watchdog, context: ssl.SSLContext | None, server_name: str
+    ):
         super().__init__(host, port, timeout=timeout)
         self._watchdog, self._tls, self._server_name = watchdog, context, server_name
 
@@ -180,8 +193,8 @@ class _Connection(http.client.HTTPConnection):
         self.sock = socket.create_connection((self.host, self.port), self.timeout)
         self._watchdog.guard(self.sock)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self._tunnel_host:
-            self._tunnel()
+        if self._tunnel_host:  # type: ignore[attr-defined]  # http.client's own proxy tunnel, as its connect() does
+            self._tunnel()  # type: ignore[attr-defined]
         if self._tls is not None:  # the TLS socket takes the raw one's descriptor over: guard it before the handshake
             raw = self.sock
             self.sock = self._tls.wrap_socket(raw, server_hostname=self._server_name, do_handshake_on_connect=False)
@@ -197,9 +210,13 @@ class _Connection(http.client.HTTPConnection):
 def _read_capped(response: http.client.HTTPResponse, path: str) -> bytes:
     length = response.getheader("Content-Length")
     if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
-        raise ReadError("unreadable", f"GET {path} answered with {int(length):,} bytes; status reads at most "
-                                      f"{MAX_BODY_BYTES >> 20} MiB per answer")
-    chunks, size = [], 0
+        raise ReadError(
+            "unreadable",
+            f"GET {path} answered with {int(length):,} bytes; status reads at most "
+            f"{MAX_BODY_BYTES >> 20} MiB per answer",
+        )
+    chunks: list[bytes] = []
+    size = 0
     while True:
         chunk = response.read(min(1 << 20, MAX_BODY_BYTES + 1 - size))
         if not chunk:
@@ -207,8 +224,11 @@ def _read_capped(response: http.client.HTTPResponse, path: str) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise ReadError("unreadable", f"GET {path} answered with more than {MAX_BODY_BYTES >> 20} MiB; status "
-                                          "reads at most that much per answer")
+            raise ReadError(
+                "unreadable",
+                f"GET {path} answered with more than {MAX_BODY_BYTES >> 20} MiB; status "
+                "reads at most that much per answer",
+            )
 
 
 def _authority(host: str, port: int) -> str:
@@ -227,7 +247,9 @@ def _pem_file(path: str | None, what: str, access: ClusterAccess) -> bytes | Non
     if path is None:
         return None
     try:
-        return read_text(Path(path), f"the {what} file in its kubeconfig ({access.origin})", MAX_PEM_FILE_BYTES).encode()
+        return read_text(
+            Path(path), f"the {what} file in its kubeconfig ({access.origin})", MAX_PEM_FILE_BYTES
+        ).encode()
     except ModelplaneError as error:
         raise ReadError("unreadable", str(error)) from None
 
@@ -241,12 +263,13 @@ def tls_context(access: ClusterAccess, cert_pem: bytes | None = None, key_pem: b
     else:
         ca_pem = access.ca_pem
         if ca_pem is None and access.ca_file is not None:
-            ca_pem = _pem_file(access.ca_file, "certificate-authority", access).decode()
+            ca_pem = cast(bytes, _pem_file(access.ca_file, "certificate-authority", access)).decode()
         try:
             context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
         except (OSError, ssl.SSLError, ValueError):
-            raise ReadError("unreadable", f"the certificate authority in its kubeconfig ({access.origin}) cannot be "
-                                          "loaded") from None
+            raise ReadError(
+                "unreadable", f"the certificate authority in its kubeconfig ({access.origin}) cannot be loaded"
+            ) from None
     cert_pem = cert_pem or access.client_cert_pem
     key_pem = key_pem or access.client_key_pem
     if not (cert_pem and key_pem) and access.client_cert_file and access.client_key_file:
@@ -266,8 +289,9 @@ def tls_context(access: ClusterAccess, cert_pem: bytes | None = None, key_pem: b
                     cert_file.unlink(missing_ok=True)
                     key_file.unlink(missing_ok=True)
     except (OSError, ssl.SSLError, ValueError):
-        raise ReadError("unreadable", f"the client certificate or key in its kubeconfig ({access.origin}) cannot be "
-                                      "loaded") from None
+        raise ReadError(
+            "unreadable", f"the client certificate or key in its kubeconfig ({access.origin}) cannot be loaded"
+        ) from None
     return context
 
 
@@ -286,22 +310,30 @@ def exec_credential(plugin: dict, timeout: float = EXEC_TIMEOUT) -> dict:
     args = [str(a) for a in raw_args]
     env = dict(os.environ)
     env.update({str(e.get("name")): str(e.get("value", "")) for e in raw_env if isinstance(e, dict)})
-    env["KUBERNETES_EXEC_INFO"] = json.dumps({
-        "apiVersion": plugin.get("apiVersion") if isinstance(plugin.get("apiVersion"), str)
-        else "client.authentication.k8s.io/v1", "kind": "ExecCredential", "spec": {"interactive": False}})
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(
+        {
+            "apiVersion": plugin.get("apiVersion")
+            if isinstance(plugin.get("apiVersion"), str)
+            else "client.authentication.k8s.io/v1",
+            "kind": "ExecCredential",
+            "spec": {"interactive": False},
+        }
+    )
     try:
         code, output = _run_capped([command, *args], env, timeout, MAX_EXEC_OUTPUT)
     except FileNotFoundError:
         raise ReadError("unreadable", f"its kubeconfig's credential plugin {shown} is not installed here") from None
     except subprocess.TimeoutExpired:
-        raise ReadError("unreadable", f"its kubeconfig's credential plugin {shown} did not answer within "
-                                      f"{timeout:.3g} s") from None
+        raise ReadError(
+            "unreadable", f"its kubeconfig's credential plugin {shown} did not answer within {timeout:.3g} s"
+        ) from None
     except (OSError, ValueError) as error:  # ValueError: a NUL in an argument or variable
         reason = getattr(error, "strerror", None) or "bad arguments or environment"
         raise ReadError("unreadable", f"its kubeconfig's credential plugin {shown} cannot run ({reason})") from None
     if output is None:
-        raise ReadError("unreadable", f"its kubeconfig's credential plugin {shown} printed more than "
-                                      f"{MAX_EXEC_OUTPUT >> 20} MiB")
+        raise ReadError(
+            "unreadable", f"its kubeconfig's credential plugin {shown} printed more than {MAX_EXEC_OUTPUT >> 20} MiB"
+        )
     if code != 0:  # its output is not shown: it may hold a credential
         raise ReadError("unreadable", f"its kubeconfig's credential plugin {shown} failed (exit {code})")
     try:
@@ -310,10 +342,14 @@ def exec_credential(plugin: dict, timeout: float = EXEC_TIMEOUT) -> dict:
         status = None
     ok = isinstance(status, dict) and (
         _printable_token(status.get("token"))
-        or (isinstance(status.get("clientCertificateData"), str) and isinstance(status.get("clientKeyData"), str)))
+        or (isinstance(status.get("clientCertificateData"), str) and isinstance(status.get("clientKeyData"), str))
+    )
     if not ok:
-        raise ReadError("unreadable", f"its kubeconfig's credential plugin {shown} printed no ExecCredential "
-                                      "with a token or client certificate")
+        raise ReadError(
+            "unreadable",
+            f"its kubeconfig's credential plugin {shown} printed no ExecCredential with a token or client certificate",
+        )
+    assert isinstance(status, dict)  # `ok` says so
     return {k: status[k] for k in ("token", "clientCertificateData", "clientKeyData") if isinstance(status.get(k), str)}
 
 
@@ -325,19 +361,23 @@ def _run_capped(argv: list[str], env: dict[str, str], timeout: float, cap: int) 
     """(exit code, stdout) of `argv`, stdout read up to `cap` bytes (None past it; the process is killed)
     within `timeout` seconds (subprocess.TimeoutExpired past it). stderr is discarded."""
     deadline = time.monotonic() + max(timeout, 0.0)
-    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL)
-    chunks, size = [], 0
+    process = subprocess.Popen(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    stdout = process.stdout
+    assert stdout is not None  # stdout=PIPE
+    chunks: list[bytes] = []
+    size = 0
     try:
         with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(stdout, selectors.EVENT_READ)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise subprocess.TimeoutExpired(argv, timeout)
                 if not selector.select(left):
                     continue
-                chunk = os.read(process.stdout.fileno(), 65536)
+                chunk = os.read(stdout.fileno(), 65536)
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -350,17 +390,20 @@ def _run_capped(argv: list[str], env: dict[str, str], timeout: float, cap: int) 
         if process.poll() is None:
             process.kill()
             process.wait()
-        process.stdout.close()
+        stdout.close()
 
 
 def _read_error(error: Exception, host: str, port: int, timeout: float) -> ReadError:
     where = _authority(host, port) if ":" in host else f"{host}:{port}"
     if isinstance(error, ssl.SSLCertVerificationError):
-        return ReadError("unreadable", f"TLS: the certificate of {where} is not trusted by its kubeconfig "
-                                       f"({clean(str(error.verify_message))})")
+        return ReadError(
+            "unreadable",
+            f"TLS: the certificate of {where} is not trusted by its kubeconfig ({clean(str(error.verify_message))})",
+        )
     if isinstance(error, ssl.SSLError):
-        return ReadError("unreadable", f"TLS handshake with {where} failed "
-                                       f"({clean(str(error.reason or type(error).__name__))})")
+        return ReadError(
+            "unreadable", f"TLS handshake with {where} failed ({clean(str(error.reason or type(error).__name__))})"
+        )
     if isinstance(error, (TimeoutError, socket.timeout)):
         return ReadError("unreachable", f"no answer from {where} within {timeout:g} s")
     if isinstance(error, ConnectionRefusedError):
@@ -368,7 +411,7 @@ def _read_error(error: Exception, host: str, port: int, timeout: float) -> ReadE
     if isinstance(error, socket.gaierror):
         return ReadError("unreachable", f"cannot resolve {host}")
     if isinstance(error, UnicodeError):  # a host name IDNA cannot encode
-        return ReadError("unreadable", f"its server's host name {ascii(host)} cannot be encoded (IDNA)")
+        return ReadError("unreadable", f"its server's host name {host!a} cannot be encoded (IDNA)")
     if isinstance(error, OSError):
         if "Tunnel connection failed" in str(error):
             return ReadError("unreachable", f"the proxy refused the connection to {where}")

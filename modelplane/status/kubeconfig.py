@@ -10,6 +10,7 @@ an `https://` or `http://` server; `certificate-authority-data` or `certificate-
 reported as unsupported. `$KUBECONFIG` may list several files, merged the way kubectl merges them.
 Messages name the cluster and where the kubeconfig came from, never its text.
 """
+
 from __future__ import annotations
 
 import base64
@@ -18,9 +19,10 @@ import ipaddress
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -64,12 +66,18 @@ class ClusterAccess:
     __str__ = __repr__
 
     @classmethod
-    def unusable(cls, cluster: str, origin: str, problem: str) -> "ClusterAccess":
+    def unusable(cls, cluster: str, origin: str, problem: str) -> ClusterAccess:
         return cls(cluster, origin, "", problem=problem)
 
 
-def parse_kubeconfig(text: str, cluster: str, origin: str, context: str | None = None,
-                     base_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> ClusterAccess:
+def parse_kubeconfig(
+    text: str,
+    cluster: str,
+    origin: str,
+    context: str | None = None,
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ClusterAccess:
     """The access `text` gives to `cluster` through `context` when it has one (the stack config's
     `existing.context`), else its current context; relative file paths resolve against `base_dir`."""
     where = f"the kubeconfig of cluster {cluster} ({origin})"
@@ -84,8 +92,15 @@ def parse_kubeconfig(text: str, cluster: str, origin: str, context: str | None =
     return access_from_document(document, cluster, origin, context, base_dir, environ)
 
 
-def access_from_document(document: Any, cluster: str, origin: str, context: str | None = None,
-                         base_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> ClusterAccess:
+def access_from_document(
+    document: Any,
+    cluster: str,
+    origin: str,
+    context: str | None = None,
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ClusterAccess:
+    """Long: kubeconfig's fields read one by one, each with its own error."""
     where = f"the kubeconfig of cluster {cluster} ({origin})"
     if not isinstance(document, dict):
         raise KubeconfigError(f"{where} is not a kubeconfig (expected a YAML mapping with clusters, users, contexts)")
@@ -108,20 +123,28 @@ def access_from_document(document: Any, cluster: str, origin: str, context: str 
     if isinstance(raw_server, str):
         server, server_problem = _server(raw_server)
     if server is None:
-        raise KubeconfigError(f"{where}: the cluster's server must be an https:// or http:// URL"
-                              + (f" ({server_problem})" if server_problem else ""))
+        raise KubeconfigError(
+            f"{where}: the cluster's server must be an https:// or http:// URL"
+            + (f" ({server_problem})" if server_problem else "")
+        )
     if user.get("auth-provider") is not None and not isinstance(user.get("exec"), dict):
         name = (user.get("auth-provider") or {}).get("name") if isinstance(user.get("auth-provider"), dict) else None
         plugin = f" ({name})" if isinstance(name, str) and name.isidentifier() else ""
-        return ClusterAccess.unusable(cluster, origin, f"its kubeconfig ({origin}) authenticates with an "
-                                      f"auth-provider plugin{plugin}, which status does not support (kubectl dropped "
-                                      "them too): switch the user to an exec plugin such as gke-gcloud-auth-plugin "
-                                      "or kubelogin")
+        return ClusterAccess.unusable(
+            cluster,
+            origin,
+            f"its kubeconfig ({origin}) authenticates with an "
+            f"auth-provider plugin{plugin}, which status does not support (kubectl dropped "
+            "them too): switch the user to an exec plugin such as gke-gcloud-auth-plugin "
+            "or kubelogin",
+        )
     proxy, proxy_problem = _proxy(server_entry.get("proxy-url"), server, os.environ if environ is None else environ)
     if proxy_problem:
         return ClusterAccess.unusable(cluster, origin, f"its kubeconfig ({origin}): {proxy_problem}")
     return ClusterAccess(
-        cluster=cluster, origin=origin, server=server,
+        cluster=cluster,
+        origin=origin,
+        server=server,
         insecure=server_entry.get("insecure-skip-tls-verify") is True,
         ca_pem=_pem(server_entry.get("certificate-authority-data"), where, "certificate-authority-data"),
         ca_file=_path(server_entry.get("certificate-authority"), base_dir),
@@ -132,7 +155,8 @@ def access_from_document(document: Any, cluster: str, origin: str, context: str 
         client_cert_file=_path(user.get("client-certificate"), base_dir),
         client_key_file=_path(user.get("client-key"), base_dir),
         exec_plugin=user.get("exec") if isinstance(user.get("exec"), dict) else None,
-        proxy=proxy)
+        proxy=proxy,
+    )
 
 
 def merged_kubeconfig(value: str, what: str = "$KUBECONFIG") -> dict[str, Any]:
@@ -157,8 +181,14 @@ def merged_kubeconfig(value: str, what: str = "$KUBECONFIG") -> dict[str, Any]:
         for key, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
             entries = document.get(key)
             for entry in entries if isinstance(entries, list) else []:
-                if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)
-                        and isinstance(entry.get(inner), dict)) or entry["name"] in seen[key]:
+                if (
+                    not (
+                        isinstance(entry, dict)
+                        and isinstance(entry.get("name"), str)
+                        and isinstance(entry.get(inner), dict)
+                    )
+                    or entry["name"] in seen[key]
+                ):
                     continue
                 seen[key].add(entry["name"])
                 body = dict(entry[inner])
@@ -214,8 +244,10 @@ def _proxy(proxy_url: Any, server: str, environ: Mapping[str, str]) -> tuple[str
     except ValueError:
         return None, f"{origin} has an invalid host or port"
     if proxy.scheme != "http":
-        return None, (f"{origin} is a {proxy.scheme}:// proxy; status supports http:// proxies only (an "
-                      "HTTP CONNECT proxy, the common kind)")
+        return None, (
+            f"{origin} is a {proxy.scheme}:// proxy; status supports http:// proxies only (an "
+            "HTTP CONNECT proxy, the common kind)"
+        )
     if not proxy.hostname:
         return None, f"{origin} names no host"
     return candidate, None
@@ -299,8 +331,9 @@ def _token(user: dict, base_dir: Path | None, where: str) -> str | None:
         if token_file is None:
             return None
         # a regular file only (not /dev/zero, not a FIFO), bounded, UTF-8; its text never reaches a message
-        token = read_text(Path(token_file), f"{where}: its tokenFile", MAX_TOKEN_FILE_BYTES,
-                          error=KubeconfigError).strip()
+        token = read_text(
+            Path(token_file), f"{where}: its tokenFile", MAX_TOKEN_FILE_BYTES, error=KubeconfigError
+        ).strip()
         source = f"its tokenFile {token_file}"
     if not all("!" <= c <= "~" for c in token):  # what an HTTP header can carry as a bearer token
         raise KubeconfigError(f"{where}: {source} is not a bearer token (printable ASCII without spaces)")

@@ -6,13 +6,13 @@ Gateway `inference-gateway` in `modelplane-system` for its address. A dead clust
 connection (at most `REQUEST_TIMEOUT`); a slow one, or one that trickles its answer, at most
 `CLUSTER_BUDGET`; all clusters together at most `OVERALL_BUDGET`, whatever any of them does.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ..api import syntax
-from ..render.replica import SERVING
-from ..render.types import SYSTEM_NAMESPACE, WORKLOAD_GATEWAY
+from ..render.types import GATEWAY_API, SERVING, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY
 from .deadline import gather
 from .kube_client import KubeClient, ReadError
 from .kubeconfig import ClusterAccess
@@ -24,25 +24,34 @@ OVERALL_BUDGET = CLUSTER_BUDGET + 5.0  # seconds for all clusters, read together
 MAX_PARALLEL_CLUSTERS = 64
 
 
-def read_clusters(accesses: dict[str, ClusterAccess], namespaces: dict[str, set[str]],
-                  timeout: float = REQUEST_TIMEOUT, budget: float = CLUSTER_BUDGET,
-                  overall: float | None = None,
-                  on_done: Callable[[int], None] = lambda done: None) -> dict[str, ClusterReading]:
+def read_clusters(
+    accesses: dict[str, ClusterAccess],
+    namespaces: dict[str, set[str]],
+    timeout: float = REQUEST_TIMEOUT,
+    budget: float = CLUSTER_BUDGET,
+    overall: float | None = None,
+    on_done: Callable[[int], None] = lambda done: None,
+) -> dict[str, ClusterReading]:
     """Each cluster of `accesses`, reading the namespaces `namespaces[cluster]`; `on_done(n)` as each is read."""
     names = sorted(accesses)
     overall = budget + (OVERALL_BUDGET - CLUSTER_BUDGET) if overall is None else overall
-    readings = gather(lambda c: read_cluster(accesses[c], namespaces.get(c, set()), timeout, budget), names,
-                      MAX_PARALLEL_CLUSTERS, overall,
-                      late=lambda c: ClusterReading(c, error=f"not read within status's overall limit of {overall:g} s",
-                                                    error_kind="unreachable"),
-                      failed=lambda c, e: ClusterReading(c, error=f"reading it failed ({type(e).__name__})",
-                                                         error_kind="unreadable"),
-                      on_done=on_done)
-    return dict(zip(names, readings))
+    readings = gather(
+        lambda c: read_cluster(accesses[c], namespaces.get(c, set()), timeout, budget),
+        names,
+        MAX_PARALLEL_CLUSTERS,
+        overall,
+        late=lambda c: ClusterReading(
+            c, error=f"not read within status's overall limit of {overall:g} s", error_kind="unreachable"
+        ),
+        failed=lambda c, e: ClusterReading(c, error=f"reading it failed ({type(e).__name__})", error_kind="unreadable"),
+        on_done=on_done,
+    )
+    return dict(zip(names, readings, strict=True))
 
 
-def read_cluster(access: ClusterAccess, namespaces: Iterable[str], timeout: float = REQUEST_TIMEOUT,
-                 budget: float = CLUSTER_BUDGET) -> ClusterReading:
+def read_cluster(
+    access: ClusterAccess, namespaces: Iterable[str], timeout: float = REQUEST_TIMEOUT, budget: float = CLUSTER_BUDGET
+) -> ClusterReading:
     if access.problem is not None:
         return ClusterReading(access.cluster, error=access.problem, error_kind="unreadable")
     client = KubeClient(access, timeout, budget)
@@ -50,7 +59,7 @@ def read_cluster(access: ClusterAccess, namespaces: Iterable[str], timeout: floa
         replicas: dict[tuple[str, str], ReplicaPods] = {}
         for namespace in sorted(namespaces):
             if syntax.dns_label_problem(namespace) is not None:  # never a path built from an unchecked name
-                raise ReadError("unreadable", f"namespace {ascii(namespace)} is not a valid namespace name")
+                raise ReadError("unreadable", f"namespace {namespace!a} is not a valid namespace name")
             path = f"/api/v1/namespaces/{namespace}/pods"
             pods = _items(client.get(path, {"labelSelector": SERVING}), path)
             claims = []
@@ -59,7 +68,7 @@ def read_cluster(access: ClusterAccess, namespaces: Iterable[str], timeout: floa
                 claims = _items(client.get(path), path)
             for replica, observed in replica_pods(pods, claims).items():
                 replicas[(namespace, replica)] = observed
-        gateway = client.get(f"/apis/gateway.networking.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/gateways/{WORKLOAD_GATEWAY}")
+        gateway = client.get(f"/apis/{GATEWAY_API}/namespaces/{SYSTEM_NAMESPACE}/gateways/{WORKLOAD_GATEWAY}")
         return ClusterReading(access.cluster, gateway_address=gateway_address(gateway), replicas=replicas)
     except ReadError as error:
         return ClusterReading(access.cluster, error=error.message, error_kind=error.kind)

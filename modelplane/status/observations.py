@@ -1,11 +1,16 @@
 """What status saw on the live clusters and at the endpoints, as plain data, and how API objects read into it (pure)."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Literal
 
-from ..render.replica import SERVING
+from ..render.types import SERVING
+
+ReadErrorKind = Literal["unreachable", "unreadable"]  # a cluster that did not answer; one whose answer was unusable
+ProbeState = Literal["healthy", "unhealthy", "unreachable"]
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -22,8 +27,14 @@ class ReplicaPods:
     unallocated: tuple[str, ...] = ()  # "<pod>: claim <name> not allocated" / "... not created yet"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pods": self.pods, "ready": self.ready, "claims": self.claims, "allocated": self.allocated,
-                "notReady": list(self.not_ready), "unallocated": list(self.unallocated)}
+        return {
+            "pods": self.pods,
+            "ready": self.ready,
+            "claims": self.claims,
+            "allocated": self.allocated,
+            "notReady": list(self.not_ready),
+            "unallocated": list(self.unallocated),
+        }
 
 
 @dataclass(frozen=True)
@@ -32,7 +43,7 @@ class ClusterReading:
 
     cluster: str
     error: str | None = None
-    error_kind: str | None = None  # "unreachable" | "unreadable"
+    error_kind: ReadErrorKind | None = None
     gateway_address: str | None = None  # status.addresses[0].value of the workload Gateway
     replicas: dict[tuple[str, str], ReplicaPods] = field(default_factory=dict)  # (namespace, replica) -> pods
 
@@ -45,7 +56,7 @@ class ClusterReading:
 class Probe:
     """The front door's health check of one replica, made from here."""
 
-    state: str  # "healthy" | "unhealthy" | "unreachable"
+    state: ProbeState
     http_status: int | None = None
     detail: str = ""
 
@@ -106,8 +117,11 @@ def _read_pods(pods: list[dict], allocated: dict[str, bool]) -> ReplicaPods:
             ready += 1
         else:
             not_ready.append(name)
-        generated = {s.get("name"): s.get("resourceClaimName") for s in _list(_field(pod, "status", "resourceClaimStatuses"))
-                     if isinstance(s.get("name"), str)}
+        generated = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in _list(_field(pod, "status", "resourceClaimStatuses"))
+            if isinstance(s.get("name"), str)
+        }
         for reference in _list(_field(pod, "spec", "resourceClaims")):
             claims += 1
             claim = generated.get(reference.get("name")) or reference.get("resourceClaimName")
@@ -116,7 +130,9 @@ def _read_pods(pods: list[dict], allocated: dict[str, bool]) -> ReplicaPods:
             elif allocated.get(claim):
                 allocated_count += 1
             else:
-                unallocated.append(f"{name}: claim {_shown(claim)} " + ("not allocated" if claim in allocated else "missing"))
+                unallocated.append(
+                    f"{name}: claim {_shown(claim)} " + ("not allocated" if claim in allocated else "missing")
+                )
     return ReplicaPods(len(pods), ready, claims, allocated_count, tuple(not_ready), tuple(unallocated))
 
 

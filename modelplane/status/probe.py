@@ -1,12 +1,13 @@
 """The front door's health check of a replica, made from here: `GET /health` on the replica's workload
 gateway with the replica's virtual host as `Host`, 200 expected (the way the front door's Envoy probes it)."""
+
 from __future__ import annotations
 
 import http.client
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..render.types import HEALTH_PATH
 from .deadline import Watchdog, gather
@@ -52,14 +53,14 @@ def probe(target: ProbeTarget, timeout: float = PROBE_TIMEOUT) -> Probe:
         response.read(MAX_BODY_READ)  # a little, so a short answer is consumed; an endless one is cut off
         if watchdog.expired:  # cut off mid-answer: the status line alone proves nothing
             return Probe("unreachable", detail=f"no complete answer within {timeout:g} s")
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return Probe("unreachable", detail=f"no answer within {timeout:g} s")
     except ConnectionRefusedError:
         return Probe("unreachable", detail=f"connection refused by {host}:{port}")
     except socket.gaierror:
         return Probe("unreachable", detail=f"cannot resolve {host}")
     except UnicodeError:  # a host name IDNA cannot encode
-        return Probe("unreachable", detail=f"the gateway address {ascii(host)} is not a host name that can be encoded")
+        return Probe("unreachable", detail=f"the gateway address {host!a} is not a host name that can be encoded")
     except (OSError, http.client.HTTPException) as error:
         if watchdog.expired:
             return Probe("unreachable", detail=f"no complete answer within {timeout:g} s")
@@ -84,12 +85,18 @@ class _GuardedConnection(http.client.HTTPConnection):
         self._watchdog.guard(self.sock)
 
 
-def probe_all(targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT,
-              on_done: Callable[[int], None] = lambda done: None) -> dict[tuple[str, str], Probe]:
+def probe_all(
+    targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT, on_done: Callable[[int], None] = lambda done: None
+) -> dict[tuple[str, str], Probe]:
     """Every target at once (threads): the slowest probe, not their sum, is what it costs, and never more than
     `timeout` plus a second. `on_done(n)` as each answers."""
-    results = gather(lambda t: probe(t, timeout), targets, MAX_PARALLEL_PROBES, timeout + 1.0,
-                     late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
-                     failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"),
-                     on_done=on_done)
-    return {t.key: r for t, r in zip(targets, results)}
+    results = gather(
+        lambda t: probe(t, timeout),
+        targets,
+        MAX_PARALLEL_PROBES,
+        timeout + 1.0,
+        late=lambda t: Probe("unreachable", detail=f"no answer within {timeout:g} s"),
+        failed=lambda t, e: Probe("unreachable", detail=f"probe failed ({type(e).__name__})"),
+        on_done=on_done,
+    )
+    return {t.key: r for t, r in zip(targets, results, strict=True)}

@@ -11,13 +11,14 @@ A removed replica pairs with a new one of the same deployment (both in (cluster,
 it was scaled down: a drain, a cluster gone or a pool that no longer fits moves it; a scale-down
 removes it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
-from ..scheduling import PlacementDocument, PlanResult
-from ..scheduling import PlacedReplica, RemovedReplica
+from ..scheduling import PlacedReplica, PlacementDocument, PlanResult, RemovedReplica
 
 Change = Literal["none", "add", "remove", "move"]
 SCALED_DOWN = "ScaledDown"
@@ -50,7 +51,9 @@ class WatchedReplica:
     cluster: str
     index: int
     pools: tuple[str, ...]
-    serving_pods: int  # pods labelled modelplane.ai/serving=<name>: one per engine copy (a Deployment pod or an LWS leader)
+    serving_pods: (
+        int  # pods labelled modelplane.ai/serving=<name>: one per engine copy (a Deployment pod or an LWS leader)
+    )
     claiming_pods: int  # of those, the ones that claim DRA devices
     deployed: bool  # in the last `pulumi up`'s placement
     drift: Drift = NO_DRIFT
@@ -76,8 +79,18 @@ def serving_pods(engines: Iterable) -> tuple[int, int]:
 
 def _watched(replica: PlacedReplica, deployed: bool, drift: Drift) -> WatchedReplica:
     pods, claiming = serving_pods(replica.engines)
-    return WatchedReplica(replica.key.namespace, replica.key.name, replica.name, replica.cluster, replica.index,
-                          tuple(replica.pools), pods, claiming, deployed, drift)
+    return WatchedReplica(
+        replica.key.namespace,
+        replica.key.name,
+        replica.name,
+        replica.cluster,
+        replica.index,
+        tuple(replica.pools),
+        pods,
+        claiming,
+        deployed,
+        drift,
+    )
 
 
 def watched_replicas(result: PlanResult, previous: PlacementDocument) -> dict[str, list[WatchedReplica]]:
@@ -91,28 +104,44 @@ def watched_replicas(result: PlanResult, previous: PlacementDocument) -> dict[st
         kept = deployed - {(key.namespace, key.name, r.replica.cluster, r.replica.index) for r in removed}
         new = [r for r in plan.replicas if (key.namespace, key.name, r.cluster, r.index) not in kept]
         movable = [r for r in removed if r.reason.code != SCALED_DOWN]
-        successor_of = {old.replica.name: n for old, n in zip(movable, new)}  # a removed replica's replacement
-        predecessor_of = {n.name: old for old, n in zip(movable, new)}
+        successor_of = {
+            old.replica.name: n for old, n in zip(movable, new, strict=False)
+        }  # a removed replica's replacement
+        predecessor_of = {n.name: old for old, n in zip(movable, new, strict=False)}
         rows = []
         for replica in plan.replicas:
             if (key.namespace, key.name, replica.cluster, replica.index) in kept:
                 rows.append(_watched(replica, True, NO_DRIFT))
             elif replica.name in predecessor_of:
                 old = predecessor_of[replica.name]
-                rows.append(_watched(replica, False, Drift(
-                    "move", f"from {old.replica.cluster} ({_because(old)}; replaces {old.replica.name})",
-                    old.replica.name)))
+                rows.append(
+                    _watched(
+                        replica,
+                        False,
+                        Drift(
+                            "move",
+                            f"from {old.replica.cluster} ({_because(old)}; replaces {old.replica.name})",
+                            old.replica.name,
+                        ),
+                    )
+                )
             else:
                 rows.append(_watched(replica, False, Drift("add")))
         for gone in removed:
             successor = successor_of.get(gone.replica.name)
-            drift = (Drift("move", f"to {successor.cluster} ({_because(gone)}; replaced by {successor.name})",
-                           successor.name) if successor else Drift("remove", f"({_because(gone)})"))
+            drift = (
+                Drift(
+                    "move", f"to {successor.cluster} ({_because(gone)}; replaced by {successor.name})", successor.name
+                )
+                if successor
+                else Drift("remove", f"({_because(gone)})")
+            )
             rows.append(_watched(gone.replica, True, drift))
         out[str(key)] = rows
     for gone in sorted(result.orphans, key=lambda r: (str(r.replica.key), r.replica.cluster, r.replica.index)):
         out.setdefault(str(gone.replica.key), []).append(
-            _watched(gone.replica, True, Drift("remove", f"({_because(gone)})")))
+            _watched(gone.replica, True, Drift("remove", f"({_because(gone)})"))
+        )
     return out
 
 

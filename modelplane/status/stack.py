@@ -8,6 +8,7 @@
 or fails, the error says what to pass instead (`--previous`, `--kubeconfig-dir`). Nothing `pulumi`
 prints is shown but its error line, and no secret value ever is.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,19 @@ from typing import Any
 from ..api.errors import ModelplaneError
 
 PULUMI_TIMEOUT = 120.0
-INSTEAD_OF_PLACEMENT = ("pass --previous FILE instead (the placement of the last `pulumi up`: "
-                        "`pulumi stack output placement --json > FILE`)")
-INSTEAD_OF_KUBECONFIGS = ("pass --kubeconfig-dir DIR instead (one kubeconfig per cluster, named <cluster>, "
-                          "<cluster>.yaml or <cluster>.kubeconfig)")
-INSTEAD_OF_BOTH = ("pass --previous FILE and --kubeconfig-dir DIR instead (the placement of the last `pulumi up`: "
-                   "`pulumi stack output placement --json > FILE`; one kubeconfig per cluster, named <cluster>, "
-                   "<cluster>.yaml or <cluster>.kubeconfig)")
+INSTEAD_OF_PLACEMENT = (
+    "pass --previous FILE instead (the placement of the last `pulumi up`: "
+    "`pulumi stack output placement --json > FILE`)"
+)
+INSTEAD_OF_KUBECONFIGS = (
+    "pass --kubeconfig-dir DIR instead (one kubeconfig per cluster, named <cluster>, "
+    "<cluster>.yaml or <cluster>.kubeconfig)"
+)
+INSTEAD_OF_BOTH = (
+    "pass --previous FILE and --kubeconfig-dir DIR instead (the placement of the last `pulumi up`: "
+    "`pulumi stack output placement --json > FILE`; one kubeconfig per cluster, named <cluster>, "
+    "<cluster>.yaml or <cluster>.kubeconfig)"
+)
 
 
 class PulumiError(ModelplaneError):
@@ -56,13 +63,23 @@ class PulumiStack:
         pulumi = os.environ.get("MODELPLANE_PULUMI") or shutil.which("pulumi")
         shown = f"pulumi {' '.join(a for a in args if a != '--show-secrets')}"
         if not pulumi:
-            raise PulumiError(f"status reads {what} with the Pulumi CLI (`{shown}`), and `pulumi` is not on PATH "
-                              f"(or set MODELPLANE_PULUMI to it); {instead}")
+            raise PulumiError(
+                f"status reads {what} with the Pulumi CLI (`{shown}`), and `pulumi` is not on PATH "
+                f"(or set MODELPLANE_PULUMI to it); {instead}"
+            )
         try:
-            done = subprocess.run([pulumi, *args, "--non-interactive"], cwd=self.project_dir, capture_output=True,
-                                  text=True, timeout=PULUMI_TIMEOUT, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                [pulumi, *args, "--non-interactive"],
+                cwd=self.project_dir,
+                capture_output=True,
+                text=True,
+                timeout=PULUMI_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+            )
         except FileNotFoundError:
-            raise PulumiError(f"status reads {what} with the Pulumi CLI, and {pulumi} does not exist; {instead}") from None
+            raise PulumiError(
+                f"status reads {what} with the Pulumi CLI, and {pulumi} does not exist; {instead}"
+            ) from None
         except subprocess.TimeoutExpired:
             raise PulumiError(f"`{shown}` did not finish within {PULUMI_TIMEOUT:g} s; {instead}") from None
         except OSError as error:

@@ -1,22 +1,38 @@
 """The status report as text, in `modelplane plan`'s style (pure formatting)."""
+
 from __future__ import annotations
 
 from ..render.types import HEALTH_PATH
-from ..views import _table as table
+from ..text_table import text_table as table
 from .report import DEGRADED, UNREACHABLE, UNREADABLE, StatusReport
 
 COLUMNS = ["REPLICA", "CLUSTER", "POOLS", "PODS", "CLAIMS", "ENDPOINT", "STATUS", "DRIFT"]
 
 
 def status_table(report: StatusReport) -> str:
-    lines = [f"stack {report.stack}: the live fleet, read from each cluster's API server now",
-             f"endpoints probed from this machine the way the front door probes them: GET {HEALTH_PATH} on the "
-             "replica's workload gateway, Host: the replica's virtual host, 200 expected" if report.probed
-             else "endpoints not probed (--no-probe)", ""]
+    lines = [
+        f"stack {report.stack}: the live fleet, read from each cluster's API server now",
+        f"endpoints probed from this machine the way the front door probes them: GET {HEALTH_PATH} on the "
+        "replica's workload gateway, Host: the replica's virtual host, 200 expected"
+        if report.probed
+        else "endpoints not probed (--no-probe)",
+        "",
+    ]
     for deployment in report.deployments:
         lines.append(deployment.header)
-        rows = [[r.replica.name, r.replica.cluster, ",".join(r.replica.pools) or "-", r.pods_text, r.claims_text,
-                 r.endpoint_text, r.health, r.replica.drift.text] for r in deployment.replicas]
+        rows = [
+            [
+                r.replica.name,
+                r.replica.cluster,
+                ",".join(r.replica.pools) or "-",
+                r.pods_text,
+                r.claims_text,
+                r.endpoint_text,
+                r.health,
+                r.replica.drift.text,
+            ]
+            for r in deployment.replicas
+        ]
         if rows:
             lines += table(COLUMNS, rows)
         for replica in deployment.replicas:
@@ -25,8 +41,15 @@ def status_table(report: StatusReport) -> str:
         lines.append("")
     if report.clusters:
         lines.append("Clusters:")
-        rows = [[c.name, c.state if not c.detail or c.state == "ok" else f"{c.state} ({c.detail})",
-                 c.gateway_address or "-", str(c.replicas)] for c in report.clusters]
+        rows = [
+            [
+                c.name,
+                c.state if not c.detail or c.state == "ok" else f"{c.state} ({c.detail})",
+                c.gateway_address or "-",
+                str(c.replicas),
+            ]
+            for c in report.clusters
+        ]
         lines += table(["CLUSTER", "API SERVER", "GATEWAY ADDRESS", "REPLICAS"], rows)
         for cluster in report.clusters:
             if cluster.state in (UNREACHABLE, UNREADABLE):

@@ -4,6 +4,7 @@ Backends create no Kubernetes object: what a cluster needs inside it (a cloud's 
 StorageClass) is rendered (`render.cache.storage_classes`); a backend only reports the values those
 objects need once the cluster exists (`ClusterAccess.deployed_values`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -38,4 +39,5 @@ def _backend(source: str):
             f"a cluster with source {source} needs the {error.name} package, which is not installed: "
             f"from the modelplane checkout, venv/bin/pip install '.[{_EXTRAS[source]}]' (or -r requirements.txt, every "
             "cloud)",
-            name=error.name) from None
+            name=error.name,
+        ) from None

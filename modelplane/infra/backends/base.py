@@ -6,20 +6,22 @@ asks for into a reachable cluster: a kubeconfig (always a Pulumi secret) for the
 (node pools, node labels). Cloud SDKs are imported inside the backend module that needs them, so a
 stack that does not use a cloud never loads its SDK.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pulumi
 
-from ...api.inference_class import InferenceClass
+from ...api.inference_class import AKSProvisioning, EKSProvisioning, GKEProvisioning, InferenceClass
 from ...api.inference_cluster import ClusterSource, NodePool
 from ...render.metallb import ADDRESS_POOL
+from ...render.types import POOL_LABEL
 
-POOL_LABEL = "modelplane.ai/pool"  # what a replica's nodeSelector names; without it pods stay Pending
 GPU_LABEL = "modelplane.ai/gpu"  # the accelerator type, informational
-GPU_TAINT_KEY = "nvidia.com/gpu"  # GPU pools are tainted so only pods that claim GPUs land there
 GPU_TAINT_VALUE = "true"
+_Block = TypeVar("_Block", GKEProvisioning, EKSProvisioning, AKSProvisioning)
 SYSTEM_POOL = "system"  # the non-GPU pool every provisioned cluster gets, for the serving stack
 
 
@@ -33,6 +35,14 @@ class GpuPool:
     @property
     def name(self) -> str:
         return self.pool.name
+
+    def provisioning_block(self, kind: type[_Block]) -> _Block:
+        """The InferenceClass's provisioning block for a cloud pool (validation required it, for the cluster's cloud)."""
+        provisioning = self.inference_class.provisioning
+        assert provisioning is not None
+        block = provisioning.block()
+        assert isinstance(block, kind)
+        return block
 
     def labels(self) -> dict[str, str]:
         labels = {POOL_LABEL: self.pool.name}

@@ -6,6 +6,7 @@ Without the label, engine pods stay Pending with no error (seed trap 5). If the 
 cluster you made yourself and it hosts the front door, its MetalLB `addressPool` must lie inside
 the real kind Docker subnet (`docker network inspect kind`), or requests time out silently.
 """
+
 from __future__ import annotations
 
 import pulumi

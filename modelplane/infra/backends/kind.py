@@ -39,6 +39,7 @@ kind does not version its containerd patches (kind#3946). CDI, which dra-example
 by default since containerd 2.0 (so kind#3530 was closed), which makes the `enable_cdi` patch in
 dra-example-driver's own kind config unnecessary. So we send no containerd patch at all.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -51,7 +52,8 @@ import pulumi_command as command
 import yaml
 
 from ...render.metallb import KIND_NETWORK, NETWORK_ENV, KindNetworkError, kind_address_pools
-from .base import POOL_LABEL, SYSTEM_POOL, ClusterAccess, ClusterRequest
+from ...render.types import POOL_LABEL
+from .base import SYSTEM_POOL, ClusterAccess, ClusterRequest
 
 KIND_API_VERSION = "kind.x-k8s.io/v1alpha4"
 CREATE_WAIT = "5m"  # the control plane comes up in about a minute; slow laptops also pull the image
@@ -68,8 +70,9 @@ def kind_network() -> str:
 
 
 def kind_config(request: ClusterRequest) -> dict:
-    workers = [{"role": "worker", "labels": pool.labels()}
-               for pool in request.pools for _ in range(pool.pool.node_count)]
+    workers = [
+        {"role": "worker", "labels": pool.labels()} for pool in request.pools for _ in range(pool.pool.node_count)
+    ]
     system = {POOL_LABEL: SYSTEM_POOL}
     if workers:
         nodes = [{"role": "control-plane"}, *workers, {"role": "worker", "labels": system}]
@@ -81,17 +84,30 @@ def kind_config(request: ClusterRequest) -> dict:
 def create_command(request: ClusterRequest) -> str:
     """The shell script that creates the cluster; it reads the kind config on stdin."""
     name = kind_cluster_name(request)
-    create = ["kind", "create", "cluster", "--name", name, "--image", request.block().node_image,
-              "--config", "-", "--wait", CREATE_WAIT]
+    create = [
+        "kind",
+        "create",
+        "cluster",
+        "--name",
+        name,
+        "--image",
+        request.block().node_image,
+        "--config",
+        "-",
+        "--wait",
+        CREATE_WAIT,
+    ]
     leftover = f"kind cluster {name} exists but is not in the Pulumi state (an interrupted run?): recreating it"
-    return "\n".join([
-        "set -eu",
-        f"if kind get clusters | grep -qxF -- {shlex.quote(name)}; then",
-        f"  echo {shlex.quote(leftover)} >&2",
-        f"  {delete_command(name)}",
-        "fi",
-        shlex.join(create),
-    ])
+    return "\n".join(
+        [
+            "set -eu",
+            f"if kind get clusters | grep -qxF -- {shlex.quote(name)}; then",
+            f"  echo {shlex.quote(leftover)} >&2",
+            f"  {delete_command(name)}",
+            "fi",
+            shlex.join(create),
+        ]
+    )
 
 
 def delete_command(name: str) -> str:
@@ -121,7 +137,8 @@ def ipv4_subnet(ipam_config: str, network: str) -> str:
     raise KindNetworkError(
         f"Docker network '{network}' has no IPv4 subnet (IPAM.Config: {json.dumps(configs)}); MetalLB needs one. "
         f"Delete every kind cluster and the network (docker network rm {network}) so kind recreates it, "
-        f"or set {NETWORK_ENV} to a network with an IPv4 subnet")
+        f"or set {NETWORK_ENV} to a network with an IPv4 subnet"
+    )
 
 
 def metallb_pool(request: ClusterRequest, subnet: str) -> str:
@@ -137,17 +154,27 @@ def provision(request: ClusterRequest, parent: pulumi.Resource) -> ClusterAccess
     config = yaml.safe_dump(kind_config(request), sort_keys=False)
     create = create_command(request)
     cluster = command.local.Command(
-        f"{request.name}-kind", create=create, delete=delete_command(name), stdin=config,
+        f"{request.name}-kind",
+        create=create,
+        delete=delete_command(name),
+        stdin=config,
         triggers=[create, config, network],  # kind reads the network from the environment
-        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True))
+        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True),
+    )
     # Both reads re-run when the cluster is recreated (new id): new API port, maybe a new network.
     kubeconfig = command.local.Command(
-        f"{request.name}-kubeconfig", create=kubeconfig_command(name), triggers=[cluster.id],
+        f"{request.name}-kubeconfig",
+        create=kubeconfig_command(name),
+        triggers=[cluster.id],
         logging=command.local.Logging.STDERR,  # the kubeconfig holds a client key: never in the log
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster], additional_secret_outputs=["stdout"]))
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster], additional_secret_outputs=["stdout"]),
+    )
     inspect = command.local.Command(
-        f"{request.name}-kind-network", create=network_command(network), triggers=[cluster.id],
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster]))
+        f"{request.name}-kind-network",
+        create=network_command(network),
+        triggers=[cluster.id],
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster]),
+    )
     return ClusterAccess(
         kubeconfig=pulumi.Output.secret(kubeconfig.stdout),
         ready=[cluster, kubeconfig],

@@ -1,4 +1,5 @@
 """The Pulumi components, type tokens `modelplane:index:<Kind>`; every child is parented to its component."""
+
 from .cache import ModelCache
 from .cluster import InferenceCluster, tenant_namespaces
 from .endpoint import GatewayAlias, ModelEndpoint
@@ -7,5 +8,14 @@ from .replica import ModelReplica
 from .service import ModelService
 from .serving_stack import ServingStack
 
-__all__ = ["GatewayAlias", "InferenceCluster", "InferenceGateway", "ModelCache", "ModelEndpoint", "ModelReplica", "ModelService",
-           "ServingStack", "tenant_namespaces"]
+__all__ = [
+    "GatewayAlias",
+    "InferenceCluster",
+    "InferenceGateway",
+    "ModelCache",
+    "ModelEndpoint",
+    "ModelReplica",
+    "ModelService",
+    "ServingStack",
+    "tenant_namespaces",
+]

@@ -1,4 +1,5 @@
 """InferenceCluster: a workload cluster, provisioned by its backend, with its provider and serving stack."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,7 +24,9 @@ class InferenceCluster(pulumi.ComponentResource):
     placement is known.
     """
 
-    def __init__(self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__(component_type("InferenceCluster"), request.name, None, opts)
         self.name = request.name
         access = backends.provision(request, self)
@@ -35,8 +38,9 @@ class InferenceCluster(pulumi.ComponentResource):
         self.register_outputs({"gatewayAddress": self.serving_stack.address})
 
 
-def tenant_namespaces(cluster: str, objects: list[dict[str, Any]], parent: pulumi.Resource,
-                      provider: pulumi.ProviderResource) -> dict[str, pulumi.CustomResource]:
+def tenant_namespaces(
+    cluster: str, objects: list[dict[str, Any]], parent: pulumi.Resource, provider: pulumi.ProviderResource
+) -> dict[str, pulumi.CustomResource]:
     """The tenants' namespaces on a cluster, by name.
 
     Kept (not deleted) when no longer used: deleting a namespace deletes everything in it, and on a

@@ -1,8 +1,10 @@
 """What every component shares: its type token, the cluster provider, releases and objects in order."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -27,8 +29,12 @@ def cluster_provider(cluster: str, access: ClusterAccess, parent: pulumi.Resourc
     naming the resource, and an operator whose cluster is gone for good opts in for that run with
     `PULUMI_K8S_DELETE_UNREACHABLE=true` (docs/runbook.md). Found by the end-to-end suite.
     """
-    return k8s.Provider(cluster, kubeconfig=access.kubeconfig, context=access.context,
-                        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(access.ready)))
+    return k8s.Provider(
+        cluster,
+        kubeconfig=access.kubeconfig,
+        context=access.context,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(access.ready)),
+    )
 
 
 def selected_kubeconfig(access: ClusterAccess) -> pulumi.Output[str]:
@@ -45,30 +51,41 @@ def _with_context(text: str, context: str | None) -> str:
     return yaml.safe_dump({**config, "current-context": context}, sort_keys=False)
 
 
-def install_releases(cluster: str, releases: Iterable[HelmRelease], opts: pulumi.ResourceOptions,
-                     after: Mapping[str, list[pulumi.Resource]] | None = None) -> dict[str, k8s.helm.v3.Release]:
+def install_releases(
+    cluster: str,
+    releases: Iterable[HelmRelease],
+    opts: pulumi.ResourceOptions,
+    after: Mapping[str, list[pulumi.Resource]] | None = None,
+) -> dict[str, k8s.helm.v3.Release]:
     """Helm releases in dependency order; `after` adds non-release prerequisites per release name."""
     installed: dict[str, k8s.helm.v3.Release] = {}
     pending = list(releases)
     while pending:
         ready = [r for r in pending if all(d in installed for d in r.depends_on)]
         if not ready:
-            raise ValueError(f"releases on {cluster} depend on each other or on a missing release: "
-                             f"{', '.join(r.name for r in pending)}")
+            raise ValueError(
+                f"releases on {cluster} depend on each other or on a missing release: "
+                f"{', '.join(r.name for r in pending)}"
+            )
         for release in ready:
             depends_on = [installed[d] for d in release.depends_on] + list((after or {}).get(release.name, []))
-            installed[release.name] = helm_release(f"{cluster}/{release.name}", release,
-                                                   pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-                                                       depends_on=depends_on)))
+            installed[release.name] = helm_release(
+                f"{cluster}/{release.name}",
+                release,
+                pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends_on)),
+            )
             pending.remove(release)
     return installed
 
 
-def apply_objects(cluster: str, objects: Iterable[dict[str, Any]], opts: pulumi.ResourceOptions,
-                  depends_on: Callable[[dict[str, Any]], list[pulumi.Resource]] = lambda obj: [],
-                  replacements: Mapping[str, pulumi.Input[str]] | None = None,
-                  read_back: Callable[[dict[str, Any]], tuple[str, ...]] = lambda obj: (),
-                  ) -> list[pulumi.CustomResource]:
+def apply_objects(
+    cluster: str,
+    objects: Iterable[dict[str, Any]],
+    opts: pulumi.ResourceOptions,
+    depends_on: Callable[[dict[str, Any]], Sequence[pulumi.Resource]] = lambda obj: [],
+    replacements: Mapping[str, pulumi.Input[str]] | None = None,
+    read_back: Callable[[dict[str, Any]], tuple[str, ...]] = lambda obj: (),
+) -> list[pulumi.CustomResource]:
     """Each object as a resource of `cluster`, after what `depends_on(obj)` names.
 
     `replacements` fills the renderer's placeholders; `read_back(obj)` names fields to read back
@@ -77,8 +94,14 @@ def apply_objects(cluster: str, objects: Iterable[dict[str, Any]], opts: pulumi.
     out = []
     for obj in objects:
         extra = pulumi.ResourceOptions(depends_on=depends_on(obj))
-        out.append(apply_object(resource_name(cluster, obj), substitute(obj, replacements or {}),
-                                pulumi.ResourceOptions.merge(opts, extra), outputs=read_back(obj)))
+        out.append(
+            apply_object(
+                resource_name(cluster, obj),
+                substitute(obj, replacements or {}),
+                pulumi.ResourceOptions.merge(opts, extra),
+                outputs=read_back(obj),
+            )
+        )
     return out
 
 
@@ -98,8 +121,9 @@ class Installed:
         return [*self.manifests.values(), *self.releases.values()]
 
 
-def install_stack(stack: ClusterStack, opts: pulumi.ResourceOptions,
-                  replacements: Mapping[str, pulumi.Input[str]]) -> Installed:
+def install_stack(
+    stack: ClusterStack, opts: pulumi.ResourceOptions, replacements: Mapping[str, pulumi.Input[str]]
+) -> Installed:
     """A rendered cluster stack's remote manifests, charts and objects, in the order the cluster can take them.
 
     First the remote manifests (CRDs) and the objects nothing serves (namespaces, quotas: the
@@ -117,18 +141,28 @@ def install_stack(stack: ClusterStack, opts: pulumi.ResourceOptions,
     read_back = lambda obj: ("status",) if is_gateway(obj) else ()  # noqa: E731
     unserved = [o for o in stack.objects if not waits_for(stack, o)]
     base = apply_objects(cluster, unserved, opts, replacements=replacements, read_back=read_back)
-    installed = install_releases(cluster, stack.releases, opts,
-                                 after={r.name: base + [manifests[m] for m in release_waits_for(stack, r)]
-                                        for r in stack.releases})
+    installed = install_releases(
+        cluster,
+        stack.releases,
+        opts,
+        after={r.name: base + [manifests[m] for m in release_waits_for(stack, r)] for r in stack.releases},
+    )
     served = [o for o in stack.objects if waits_for(stack, o)]
     prerequisites = {**manifests, **installed}
-    applied = apply_objects(cluster, served, opts, replacements=replacements,
-                            depends_on=lambda obj: [prerequisites[n] for n in waits_for(stack, obj)],
-                            read_back=read_back)
-    gateways = [r for o, r in zip(unserved + served, base + applied) if is_gateway(o)]
+    applied = apply_objects(
+        cluster,
+        served,
+        opts,
+        replacements=replacements,
+        depends_on=lambda obj: [prerequisites[n] for n in waits_for(stack, obj)],
+        read_back=read_back,
+    )
+    gateways = [r for o, r in zip(unserved + served, base + applied, strict=True) if is_gateway(o)]
     if len(gateways) != 1:
-        raise ValueError(f"cluster {cluster}: the rendered stack has {len(gateways)} Gateways named {stack.gateway}; "
-                         "this is a modelplane bug, please report it")
+        raise ValueError(
+            f"cluster {cluster}: the rendered stack has {len(gateways)} Gateways named {stack.gateway}; "
+            "this is a modelplane bug, please report it"
+        )
     return Installed(manifests, installed, gateways[0])
 
 
@@ -142,6 +176,15 @@ def children(parent: pulumi.Resource, provider: pulumi.ProviderResource | None =
     return pulumi.ResourceOptions(parent=parent, provider=provider)
 
 
+def children_after(
+    parent: pulumi.Resource,
+    provider: pulumi.ProviderResource | None,
+    depends_on: pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None,
+) -> pulumi.ResourceOptions:
+    """A component's children: parented to it, on its cluster's provider, after what the component waits for."""
+    return pulumi.ResourceOptions.merge(children(parent, provider), pulumi.ResourceOptions(depends_on=depends_on))
+
+
 def deployed_values(stack: ClusterStack, access: ClusterAccess) -> dict[str, pulumi.Input[str]]:
     """The stack's deploy-time placeholders (token -> value) from what the cluster's backend reports.
 
@@ -153,7 +196,9 @@ def deployed_values(stack: ClusterStack, access: ClusterAccess) -> dict[str, pul
     for placeholder in stack.placeholders:
         cluster, _, key = placeholder.name.partition(".")
         if cluster != stack.cluster or key not in values:
-            raise ValueError(f"cluster {stack.cluster}: no deploy-time value for {placeholder.name}; this is a "
-                             "modelplane bug, please report it")
+            raise ValueError(
+                f"cluster {stack.cluster}: no deploy-time value for {placeholder.name}; this is a "
+                "modelplane bug, please report it"
+            )
         out[placeholder.token] = values[key]
     return out

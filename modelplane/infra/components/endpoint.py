@@ -1,15 +1,18 @@
 """ModelEndpoint: a backend on the front door (a placed replica's gateway path, or a hand-made URL)."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pulumi
 
 from ...render.front_door_backends import FrontDoorEndpoint
-from ...render.front_door_envoy import gateway_alias_objects
+from ...render.front_door_envoy_routes import gateway_alias_objects
 from ...render.types import WORKLOAD_GATEWAY_PORT, gateway_address_placeholder
 from ..kube import apply_object, resource_name, substitute
-from .common import children, component_type
+from .common import children_after, component_type
 from .replica import component_name
 
 
@@ -23,13 +26,20 @@ class ModelEndpoint(pulumi.ComponentResource):
     It is created only after `depends_on` (the replica's workloads, ready).
     """
 
-    def __init__(self, endpoint: FrontDoorEndpoint, cluster: str, provider: pulumi.ProviderResource,
-                 gateway_address: pulumi.Output[str] | None, secrets: Mapping[str, pulumi.Input[str]],
-                 depends_on: list[pulumi.Resource], render: Callable[[FrontDoorEndpoint, str | None], list[dict[str, Any]]],
-                 hold_gateway_address: bool, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None,
-                         opts)
-        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+    def __init__(
+        self,
+        endpoint: FrontDoorEndpoint,
+        cluster: str,
+        provider: pulumi.ProviderResource,
+        gateway_address: pulumi.Output[str] | None,
+        secrets: Mapping[str, pulumi.Input[str]],
+        depends_on: list[pulumi.Resource],
+        render: Callable[[FrontDoorEndpoint, str | None], list[dict[str, Any]]],
+        hold_gateway_address: bool,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(component_type("ModelEndpoint"), component_name(endpoint.namespace, endpoint.name), None, opts)
+        child = children_after(self, provider, depends_on)
         templates = render(endpoint, None)
         url: pulumi.Input[str] = endpoint.url
         actual: pulumi.Output[list[dict[str, Any]]] | None = None
@@ -50,11 +60,17 @@ def _known(address: str | None, endpoint: FrontDoorEndpoint) -> str:
     assert endpoint.replica is not None
     cluster = endpoint.replica.cluster
     if not address:
-        pulumi.log.warn(f"the inference-gateway on cluster '{cluster}' reports no address yet; endpoint "
-                        f"{endpoint.namespace}/{endpoint.name} points at a placeholder until the next `pulumi up` "
-                        "(check the cluster's load balancer: MetalLB on kind)")
+        pulumi.log.warn(
+            f"the inference-gateway on cluster '{cluster}' reports no address yet; endpoint "
+            f"{endpoint.namespace}/{endpoint.name} points at a placeholder until the next `pulumi up` "
+            "(check the cluster's load balancer: MetalLB on kind)"
+        )
         return gateway_address_placeholder(cluster)
     return address
+
+
+def _field(objects: list[dict[str, Any]], i: int, key: str) -> Any:
+    return objects[i][key]
 
 
 def _late_fields(template: dict[str, Any], actual: pulumi.Output[list[dict[str, Any]]], i: int) -> dict[str, Any]:
@@ -62,7 +78,7 @@ def _late_fields(template: dict[str, Any], actual: pulumi.Output[list[dict[str, 
     out = {key: template[key] for key in ("apiVersion", "kind", "metadata")}
     for key in template:
         if key not in out:
-            out[key] = actual.apply(lambda objects, key=key: objects[i][key])
+            out[key] = actual.apply(functools.partial(_field, i=i, key=key))
     return out
 
 
@@ -73,14 +89,23 @@ class GatewayAlias(pulumi.ComponentResource):
     its EndpointSlice, a load balancer's host name an ExternalName Service.
     """
 
-    def __init__(self, cluster: str, workload_cluster: str, provider: pulumi.ProviderResource,
-                 gateway_address: pulumi.Output[str], depends_on: list[pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        cluster: str,
+        workload_cluster: str,
+        provider: pulumi.ProviderResource,
+        gateway_address: pulumi.Output[str],
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__(component_type("GatewayAlias"), workload_cluster, None, opts)
-        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        child = children_after(self, provider, depends_on)
         templates = gateway_alias_objects(workload_cluster, None, WORKLOAD_GATEWAY_PORT)
         actual = gateway_address.apply(
-            lambda address: gateway_alias_objects(workload_cluster, address or None, WORKLOAD_GATEWAY_PORT))
-        self.resources = [apply_object(resource_name(cluster, template), _late_fields(template, actual, i), child)
-                          for i, template in enumerate(templates)]
+            lambda address: gateway_alias_objects(workload_cluster, address or None, WORKLOAD_GATEWAY_PORT)
+        )
+        self.resources = [
+            apply_object(resource_name(cluster, template), _late_fields(template, actual, i), child)
+            for i, template in enumerate(templates)
+        ]
         self.register_outputs({})

@@ -1,4 +1,5 @@
 """InferenceGateway: the front door's cluster, its proxy, and the Gateway every ModelService route attaches to."""
+
 from __future__ import annotations
 
 import pulumi
@@ -17,7 +18,9 @@ class InferenceGateway(pulumi.ComponentResource):
     Gateway and the fleet-wide policies. `ready` is what endpoints and routes wait for (the CRDs they use).
     """
 
-    def __init__(self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         name = stack.cluster
         super().__init__(component_type("InferenceGateway"), name, None, opts)
         self.cluster = name

@@ -1,13 +1,15 @@
 """ModelReplica: one placed replica's objects on its workload cluster, created once its serving stack is up."""
+
 from __future__ import annotations
 
 from typing import Any
 
 import pulumi
 
-from ...scheduling import PlacedReplica
 from ...render.types import WORKLOAD_KINDS
-from .common import apply_objects, children, component_type
+from ...scheduling import PlacedReplica
+from .common import apply_objects, children_after, component_type
+
 # Engines pull large images and load weights: allow more than the provider's 10-minute default.
 WORKLOAD_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m")
 
@@ -27,17 +29,26 @@ class ModelReplica(pulumi.ComponentResource):
     the controller's Available condition).
     """
 
-    def __init__(self, replica: PlacedReplica, objects: list[dict[str, Any]], provider: pulumi.ProviderResource,
-                 depends_on: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(component_type("ModelReplica"), component_name(replica.key.namespace, replica.name), None,
-                         opts)
+    def __init__(
+        self,
+        replica: PlacedReplica,
+        objects: list[dict[str, Any]],
+        provider: pulumi.ProviderResource,
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            component_type("ModelReplica"), component_name(replica.key.namespace, replica.name), None, opts
+        )
         self.replica = replica
-        child = pulumi.ResourceOptions.merge(children(self, provider), pulumi.ResourceOptions(depends_on=depends_on))
+        child = children_after(self, provider, depends_on)
         config = [o for o in objects if o["kind"] not in WORKLOAD_KINDS]
         workloads = [o for o in objects if o["kind"] in WORKLOAD_KINDS]
         applied_config = apply_objects(replica.cluster, config, child)
         self.workloads = apply_objects(
-            replica.cluster, workloads,
+            replica.cluster,
+            workloads,
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(custom_timeouts=WORKLOAD_TIMEOUTS)),
-            depends_on=lambda obj: applied_config)
+            depends_on=lambda obj: applied_config,
+        )
         self.register_outputs({"cluster": replica.cluster, "index": replica.index})

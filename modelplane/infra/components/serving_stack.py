@@ -1,7 +1,8 @@
 """ServingStack: what every workload cluster runs so replicas can be served and routed (spec §8)."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -18,8 +19,13 @@ class ServingStack(pulumi.ComponentResource):
     the workload Gateway's address, which the front door's endpoints for this cluster point at.
     """
 
-    def __init__(self, stack: ClusterStack, provider: k8s.Provider, replacements: Mapping[str, pulumi.Input[str]],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        stack: ClusterStack,
+        provider: k8s.Provider,
+        replacements: Mapping[str, pulumi.Input[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__(component_type("ServingStack"), stack.cluster, None, opts)
         installed = install_stack(stack, children(self, provider), replacements)
         self.address: pulumi.Output[str] = installed.address
