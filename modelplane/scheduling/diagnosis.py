@@ -10,6 +10,7 @@ decides them, as the fill memoises fits: per deployment shape (engines and their
 cluster. A plan's warnings cost the distinct requests times the clusters, not the deployments
 times them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -21,17 +22,20 @@ from .filters import ClusterVerdicts, capacity_reason, pool_failure
 from .fit import Fit, Ledger, place_engines
 from .placement import DeploymentPlan
 from .result import ClusterVerdict, Explanation
-from .snapshot import Cluster, Engine, Pool, Workload
-
-
-_UNASKED = object()
+from .snapshot import Cluster, Workload
 
 
 class Explanations(Mapping[NamespacedName, Explanation]):
     """Every deployment's explanation, computed on first read and kept (the plan does not change)."""
 
-    def __init__(self, plans: Mapping[NamespacedName, DeploymentPlan], workloads: tuple[Workload, ...],
-                 fits: Mapping[NamespacedName, Fit], ledger: Ledger, verdicts: ClusterVerdicts) -> None:
+    def __init__(
+        self,
+        plans: Mapping[NamespacedName, DeploymentPlan],
+        workloads: tuple[Workload, ...],
+        fits: Mapping[NamespacedName, Fit],
+        ledger: Ledger,
+        verdicts: ClusterVerdicts,
+    ) -> None:
         self._plans, self._fits, self._ledger, self._cluster_verdicts = plans, fits, ledger, verdicts
         self._workloads = {w.key: w for w in workloads}
         self._clusters = verdicts.clusters
@@ -58,8 +62,10 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         plan = self._plans[key]
         workload = self._workloads[key]
         # The recorded cluster verdicts are one tuple per distinct question, kept alive by the record.
-        asked = (id(self._cluster_verdicts.of(workload)),
-                 self._id((workload.signature, tuple(e.name for e in workload.engines))))
+        asked = (
+            id(self._cluster_verdicts.of(workload)),
+            self._id((workload.signature, tuple(e.name for e in workload.engines))),
+        )
         if asked not in self._asked:
             verdicts = self._verdicts(workload, *asked)
             available = sum(v.available for v in verdicts)
@@ -68,8 +74,9 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         verdicts, summary = self._asked[asked]
         if hosts := plan.by_cluster():
             verdicts = tuple(replace(v, hosts=hosts[v.cluster]) if v.cluster in hosts else v for v in verdicts)
-        return Explanation(key, plan, verdicts, summary, self._cluster_verdicts.tiers(workload), workload.failback,
-                           workload.max_moves)
+        return Explanation(
+            key, plan, verdicts, summary, self._cluster_verdicts.tiers(workload), workload.failback, workload.max_moves
+        )
 
     def _id(self, asked: tuple) -> int:
         return self._ids.setdefault(asked, len(self._ids))
@@ -79,7 +86,8 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         if cluster_id not in self._cluster_level:
             self._cluster_level[cluster_id] = [
                 None if why is None else ClusterVerdict(c.name, 0, False, (why,), self._free[i])
-                for i, (c, why) in enumerate(zip(clusters, self._cluster_verdicts.of(workload)))]
+                for i, (c, why) in enumerate(zip(clusters, self._cluster_verdicts.of(workload), strict=False))
+            ]
         pool_level = self._pool_level.setdefault(engines_id, [None] * len(clusters))
         verdicts = []
         for i, verdict in enumerate(self._cluster_level[cluster_id]):
@@ -105,14 +113,19 @@ class Explanations(Mapping[NamespacedName, Explanation]):
                 # The same for every pool of this class and name (given which members the rest of
                 # the cluster can give a DRA device): asked once.
                 key = (engines_id, engine.index, pool.class_name, pool.name, claimable)
-                reason = self._pool_reason.get(key, _UNASKED)
-                if reason is _UNASKED:
+                if key not in self._pool_reason:
                     resolved = fit.engine_on(pool, engine)
-                    reason = self._pool_reason[key] = pool_failure(
-                        pool, engine, resolved, claimable or (resolved[0].claims,), fit.matcher)
+                    self._pool_reason[key] = pool_failure(
+                        pool, engine, resolved, claimable or (resolved[0].claims,), fit.matcher
+                    )
+                reason = self._pool_reason[key]
                 if reason is None:  # it would fit here but for the capacity filter
-                    reason = capacity_reason(self._ledger.packing, pool, self._ledger.free[(cluster.name, pool.name)],
-                                             fit.demand(pool, engine))
+                    reason = capacity_reason(
+                        self._ledger.packing,
+                        pool,
+                        self._ledger.free[(cluster.name, pool.name)],
+                        fit.demand(pool, engine),
+                    )
                 found.append(reason)
         capacity = [r for r in found if r.code == "InsufficientCapacity"]
         # A pool that matches but is full explains more than pools that never match.

@@ -15,6 +15,7 @@ is a summary for people and tools.
      "deployments": [{"namespace": "ml-team", "name": "mock-demo", "replicas": 2, "scheduled": 2,
                       "conditions": [...]}]}
 """
+
 from __future__ import annotations
 
 import json
@@ -107,7 +108,7 @@ class PlacementDocument(_Doc):
     deployments: tuple[dict[str, Any], ...] = ()
 
     @model_validator(mode="after")
-    def _one_entry_per_replica(self) -> "PlacementDocument":
+    def _one_entry_per_replica(self) -> PlacementDocument:
         """A hand-merged document may repeat a replica: identical copies collapse into one; two
         different entries for one (namespace, deployment, cluster, index) are refused, since which
         one to believe would depend on their order."""
@@ -119,16 +120,20 @@ class PlacementDocument(_Doc):
             if first is replica:
                 unique.append(replica)
             elif first != replica:
-                raise ValueError(f"replica {replica.namespace}/{replica.deployment} on cluster {replica.cluster} "
-                                 f"index {replica.index} is listed twice with different contents (names "
-                                 f"{first.name!r} and {replica.name!r}); keep the entry that matches what runs, "
-                                 "or start from `pulumi stack output placement --json`")
+                raise ValueError(
+                    f"replica {replica.namespace}/{replica.deployment} on cluster {replica.cluster} "
+                    f"index {replica.index} is listed twice with different contents (names "
+                    f"{first.name!r} and {replica.name!r}); keep the entry that matches what runs, "
+                    "or start from `pulumi stack output placement --json`"
+                )
         if len(unique) != len(self.replicas):
             object.__setattr__(self, "replicas", tuple(unique))  # frozen model; still being built
         return self
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(by_alias=True, exclude_none=True, mode="json"), indent=2, sort_keys=False) + "\n"
+        return (
+            json.dumps(self.model_dump(by_alias=True, exclude_none=True, mode="json"), indent=2, sort_keys=False) + "\n"
+        )
 
 
 def load_previous(source: str | Path | dict | None) -> PlacementDocument:
@@ -143,18 +148,27 @@ def load_previous(source: str | Path | dict | None) -> PlacementDocument:
     where = "the previous placement"
     if isinstance(source, (str, Path)):
         where = str(source)
-        text = read_text(Path(source), "previous placement", MAX_PREVIOUS_BYTES,
-                         "the placement of 200 clusters and 2,000 deployments is about 5 MiB")
+        text = read_text(
+            Path(source),
+            "previous placement",
+            MAX_PREVIOUS_BYTES,
+            "the placement of 200 clusters and 2,000 deployments is about 5 MiB",
+        )
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ModelplaneError(f"{source} is not JSON ({error.msg} at line {error.lineno}); write it with "
-                                  "`modelplane plan --output json` or `pulumi stack output placement --json`") from None
+            raise ModelplaneError(
+                f"{source} is not JSON ({error.msg} at line {error.lineno}); write it with "
+                "`modelplane plan --output json` or `pulumi stack output placement --json`"
+            ) from None
         except RecursionError:
-            raise ModelplaneError(f"{source} is JSON nested too deeply to read; a placement nests about 11 levels") from None
+            raise ModelplaneError(
+                f"{source} is JSON nested too deeply to read; a placement nests about 11 levels"
+            ) from None
         except ValueError:  # an integer literal past Python's 4300-digit conversion limit
-            raise ModelplaneError(f"{source} holds a number too large to read; a placement's numbers are small "
-                                  "counts and indexes") from None
+            raise ModelplaneError(
+                f"{source} holds a number too large to read; a placement's numbers are small counts and indexes"
+            ) from None
     else:
         data = source
     if not data:
@@ -176,8 +190,9 @@ def load_previous(source: str | Path | dict | None) -> PlacementDocument:
     except ValidationError as error:
         first = error.errors(include_url=False, include_input=False)[0]
         where_in = ".".join(str(p) for p in at + tuple(first["loc"]))
-        raise ModelplaneError(f"{where} is not a placement document: {where_in + ': ' if where_in else ''}"
-                              f"{first['msg']}") from None
+        raise ModelplaneError(
+            f"{where} is not a placement document: {where_in + ': ' if where_in else ''}{first['msg']}"
+        ) from None
     if document.kind != KIND:
         raise ModelplaneError(f"{where} has kind {shown(document.kind)}; expected {KIND!r}")
     return document
@@ -213,6 +228,6 @@ def _shape_problem(data: Any) -> str | None:
             if isinstance(value, list) and depth > 2 and len(value) > _MAX_INNER_ITEMS:
                 return f"a list of {len(value):,} entries (at nesting level {depth}); the limit is {_MAX_INNER_ITEMS:,}"
             todo.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
-        elif isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+        elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
             return f"it holds a number ({shown(value)}) larger than 64 bits"
     return None

@@ -11,6 +11,7 @@ scale-in, a drop) takes no move until the next plan: the room it frees exists on
 deleted that replica, which it does after the replacement has rolled out, so a replacement counting on
 it would wait for ever.
 """
+
 from __future__ import annotations
 
 from . import reasons
@@ -20,13 +21,22 @@ from .placement import PlacedReplica, RemovedReplica
 from .snapshot import Cluster, Workload
 
 
-def fail_back(workload: Workload, kept: list[PlacedReplica], placed: list[PlacedReplica], eligible: list[Cluster],
-              tiers: dict[str, int], fit: Fit, ledger: Ledger, freeing: set[str]) -> list[RemovedReplica]:
+def fail_back(
+    workload: Workload,
+    kept: list[PlacedReplica],
+    placed: list[PlacedReplica],
+    eligible: list[Cluster],
+    tiers: dict[str, int],
+    fit: Fit,
+    ledger: Ledger,
+    freeing: set[str],
+) -> list[RemovedReplica]:
     """Move kept replicas to better tiers (appending the new ones to `placed`, dropping the old from `kept`), never
     to a cluster in `freeing` (one where this plan removes a replica)."""
     moved: list[RemovedReplica] = []
-    movable = sorted((r for r in kept if tiers.get(r.cluster, 0) > 0),
-                     key=lambda r: (-tiers[r.cluster], -r.index, r.cluster))
+    movable = sorted(
+        (r for r in kept if tiers.get(r.cluster, 0) > 0), key=lambda r: (-tiers[r.cluster], -r.index, r.cluster)
+    )
     for replica in movable:
         if len(moved) >= workload.max_moves:
             break
@@ -34,8 +44,10 @@ def fail_back(workload: Workload, kept: list[PlacedReplica], placed: list[Placed
         load: dict[str, int] = {}
         for other in kept + placed:
             load[other.cluster] = load.get(other.cluster, 0) + 1
-        better = sorted((c for c in eligible if tiers[c.name] < was and c.name not in freeing),
-                        key=lambda c: (tiers[c.name], load.get(c.name, 0), c.name))
+        better = sorted(
+            (c for c in eligible if tiers[c.name] < was and c.name not in freeing),
+            key=lambda c: (tiers[c.name], load.get(c.name, 0), c.name),
+        )
         for cluster in better:
             found = place_engines(cluster, workload, fit, ledger)
             if found is None:
@@ -44,8 +56,16 @@ def fail_back(workload: Workload, kept: list[PlacedReplica], placed: list[Placed
             ledger.commit(cluster.name, changed)
             taken = {r.index for r in kept + placed if r.cluster == cluster.name}
             index = next(i for i in range(len(taken) + 1) if i not in taken)
-            placed.append(PlacedReplica(workload.key, replica_name(workload.key.name, cluster.name, index),
-                                        cluster.name, index, tuple(engines), "new"))
+            placed.append(
+                PlacedReplica(
+                    workload.key,
+                    replica_name(workload.key.name, cluster.name, index),
+                    cluster.name,
+                    index,
+                    tuple(engines),
+                    "new",
+                )
+            )
             kept.remove(replica)
             moved.append(RemovedReplica(replica, reasons.failed_back(cluster.name, tiers[cluster.name], was)))
             break

@@ -11,9 +11,11 @@ available: ..." is the aggregate of those verdicts.
 Keeping a replica where it is (retain), placing a new one (fill) and explaining either run these
 same filters. What differs is stated once, here: `KEEP` and `PLACE` below.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..api.labels import missing_labels
 from . import reasons
@@ -22,8 +24,8 @@ from .matching import Matcher, Resolved
 from .packing import Packing, kind_names, largest_block, nodes_in
 from .snapshot import Cluster, Engine, Pool, Workload
 
-
 # --- cluster level: (cluster, workload) -> None (passes) or why not ------------------------------
+
 
 def cluster_selector(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
     missing = missing_labels(cluster.labels, workload.selector)
@@ -37,8 +39,11 @@ def preferred(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
 
 def cache_footprint(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
     """The ModelCache's clusterSelector: a cached deployment runs only where its cache is staged."""
-    return reasons.outside_cache(workload.cache_selector) if missing_labels(cluster.labels, workload.cache_selector) \
+    return (
+        reasons.outside_cache(workload.cache_selector)
+        if missing_labels(cluster.labels, workload.cache_selector)
         else None
+    )
 
 
 def cache_storage(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
@@ -67,8 +72,9 @@ def node_pools(cluster: Cluster, workload: Workload) -> reasons.Reason | None:
 def _untolerated(cluster: Cluster, workload: Workload, effects: tuple[str, ...]):
     """The first taint with one of `effects` that no toleration tolerates (Kubernetes' rule)."""
     for taint in cluster.taints:
-        if taint.effect in effects and not any(t.tolerates(taint.key, taint.value, taint.effect)
-                                               for t in workload.tolerations):
+        if taint.effect in effects and not any(
+            t.tolerates(taint.key, taint.value, taint.effect) for t in workload.tolerations
+        ):
             return taint
     return None
 
@@ -108,8 +114,13 @@ class ClusterVerdicts:
     @staticmethod
     def _key(workload: Workload) -> tuple:
         cache = f"{workload.key.namespace}/{workload.cache}" if workload.cache is not None else None
-        return (tuple(sorted(workload.selector.items())), tuple(sorted(workload.cache_selector.items())), cache,
-                workload.tolerations, workload.tiers)
+        return (
+            tuple(sorted(workload.selector.items())),
+            tuple(sorted(workload.cache_selector.items())),
+            cache,
+            workload.tolerations,
+            workload.tiers,
+        )
 
     def of(self, workload: Workload) -> tuple[reasons.Reason | None, ...]:
         """Per cluster, in fleet order: why a new replica may not go there, or None."""
@@ -121,7 +132,7 @@ class ClusterVerdicts:
     def eligible(self, workload: Workload) -> list[Cluster]:
         key = self._key(workload)
         if key not in self._eligible:
-            self._eligible[key] = [c for c, why in zip(self.clusters, self.of(workload)) if why is None]
+            self._eligible[key] = [c for c, why in zip(self.clusters, self.of(workload), strict=False) if why is None]
         return self._eligible[key]
 
     def tiers(self, workload: Workload) -> dict[str, int] | None:
@@ -130,8 +141,7 @@ class ClusterVerdicts:
             return None
         key = self._key(workload)
         if key not in self._tiers:
-            self._tiers[key] = {c.name: workload.tier_of(c.labels) for c in self.clusters
-                                if workload.tier_of(c.labels) is not None}
+            self._tiers[key] = {c.name: tier for c in self.clusters if (tier := workload.tier_of(c.labels)) is not None}
         return self._tiers[key]
 
     def any_candidate(self, workload: Workload) -> bool:
@@ -148,21 +158,24 @@ class ClusterVerdicts:
 # pinned pool for a kept one. The fill asks `pool_passes` (the same checks without building a
 # reason, on its hot path); retain and explain ask `pool_failure` for the reason.
 
-def device_match(pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...],
-                 matcher: Matcher) -> reasons.Reason | None:
+
+def device_match(
+    pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...], matcher: Matcher
+) -> reasons.Reason | None:
     """Every member's requests find devices on the pool (and no selector errors on its class)."""
-    unmatched = next((m for m, r in zip(engine.members, resolved) if not r.matched), None)
+    unmatched = next((m for m, r in zip(engine.members, resolved, strict=False) if not r.matched), None)
     return None if unmatched is None else matcher.why_not(pool, unmatched, engine.name)
 
 
-def claims_a_device(pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...],
-                    matcher: Matcher) -> reasons.Reason | None:
+def claims_a_device(
+    pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...], matcher: Matcher
+) -> reasons.Reason | None:
     """The engine claims some DRA device, and no claim-capable member is stranded on a Synthetic-only match."""
     return None if _claims_a_device(resolved, claimable) else reasons.only_synthetic(engine.name, pool.name)
 
 
 def _claims_a_device(resolved: tuple[Resolved, ...], claimable: tuple[bool, ...]) -> bool:
-    return any(claimable) and not any(c and not r.claims for c, r in zip(claimable, resolved))
+    return any(claimable) and not any(c and not r.claims for c, r in zip(claimable, resolved, strict=False))
 
 
 PoolFilter = Callable[[Pool, Engine, "tuple[Resolved, ...]", "tuple[bool, ...]", Matcher], "reasons.Reason | None"]
@@ -171,8 +184,9 @@ PoolFilter = Callable[[Pool, Engine, "tuple[Resolved, ...]", "tuple[bool, ...]",
 POOL: tuple[PoolFilter, ...] = (device_match, claims_a_device)
 
 
-def pool_failure(pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...],
-                 matcher: Matcher) -> reasons.Reason | None:
+def pool_failure(
+    pool: Pool, engine: Engine, resolved: tuple[Resolved, ...], claimable: tuple[bool, ...], matcher: Matcher
+) -> reasons.Reason | None:
     for check in POOL:
         if (reason := check(pool, engine, resolved, claimable, matcher)) is not None:
             return reason
@@ -188,33 +202,45 @@ def capacity_reason(packing: Packing, pool: Pool, free: Any, demand: Any) -> rea
     """The capacity filter's reason: nodes needed and free, or the pods' devices against the free ones."""
     if packing.unit == "nodes":
         return reasons.insufficient_capacity(pool.name, demand, max(packing.amount(free), 0))
-    return reasons.insufficient_devices(pool.name, demand, kind_names(pool), packing.amount(free), nodes_in(free),
-                                        largest_block(free))
+    return reasons.insufficient_devices(
+        pool.name, demand, kind_names(pool), packing.amount(free), nodes_in(free), largest_block(free)
+    )
 
 
 # --- kept replicas: the engines a previous replica was placed with, against the deployment now ------
 
+
 def engine_count(doc: DocReplica, workload: Workload) -> reasons.Reason | None:
     if len(doc.engines) == len(workload.engines):
         return None
-    return reasons.no_longer_fits(f"the deployment now has {len(workload.engines)} engine(s), "
-                                  f"the replica {len(doc.engines)}")
+    return reasons.no_longer_fits(
+        f"the deployment now has {len(workload.engines)} engine(s), the replica {len(doc.engines)}"
+    )
 
 
 def engine_known(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
-    return None if engine is not None else \
-        reasons.no_longer_fits(f"engine {observed.name} is no longer in the deployment")
+    return (
+        None if engine is not None else reasons.no_longer_fits(f"engine {observed.name} is no longer in the deployment")
+    )
 
 
 def same_roles(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
+    if engine is None:  # engine_known says so
+        return None
     roles = [m.role for m in engine.members]
-    return None if [m.role for m in observed.members] == roles else \
-        reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
+    return (
+        None
+        if [m.role for m in observed.members] == roles
+        else reasons.no_longer_fits(f"engine {engine.name} changed shape (members {roles})")
+    )
 
 
 def one_pool(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:
-    return None if len({m.node_pool for m in observed.members}) == 1 else \
-        reasons.no_longer_fits(f"engine {engine.name} was split across pools")
+    return (
+        None
+        if len({m.node_pool for m in observed.members}) == 1
+        else reasons.no_longer_fits(f"engine {observed.name} was split across pools")
+    )
 
 
 def pool_published(observed: DocEngine, engine: Engine | None, cluster: Cluster) -> reasons.Reason | None:

@@ -5,6 +5,7 @@ and cluster shape (a fleet has few of each); `place_engines` adds the capacity f
 ledger. The fill, the explanation of "one more replica" and a kept replica's pinned pools all go
 through the same `filters` functions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ class Ledger:
     most_free: dict[str, int]  # per cluster: the free amount of its emptiest pool, a quick "is it full?"
 
     @classmethod
-    def of(cls, clusters: tuple[Cluster, ...], packing: Packing) -> "Ledger":
+    def of(cls, clusters: tuple[Cluster, ...], packing: Packing) -> Ledger:
         free = {(c.name, p.name): packing.empty(p) for c in clusters for p in c.pools}
         pools = {c.name: tuple(p.name for p in c.pools) for c in clusters}
         ledger = cls(packing, free, pools, {})
@@ -54,8 +55,9 @@ class Ledger:
         self._refresh(cluster)
 
     def _refresh(self, cluster: str) -> None:
-        self.most_free[cluster] = max((self.packing.amount(self.free[(cluster, p)]) for p in self.pools[cluster]),
-                                      default=0)
+        self.most_free[cluster] = max(
+            (self.packing.amount(self.free[(cluster, p)]) for p in self.pools[cluster]), default=0
+        )
 
 
 class Fit:
@@ -66,9 +68,14 @@ class Fit:
         self.workload, self.matcher, self.packing = workload, matcher, packing
         # A quick lower bound against a cluster's emptiest pool: whole nodes, no engine fits on fewer
         # free nodes than its cheapest claiming member needs; devices, every engine claims one.
-        self.least = max((min((m.pods * e.copies for m in e.members if m.requests), default=0)
-                          for e in workload.engines), default=0) if packing.unit == "nodes" else \
-            min(1, len(workload.engines))
+        self.least = (
+            max(
+                (min((m.pods * e.copies for m in e.members if m.requests), default=0) for e in workload.engines),
+                default=0,
+            )
+            if packing.unit == "nodes"
+            else min(1, len(workload.engines))
+        )
         self._by_class: dict[str, tuple] = {}
         self._demand: dict[tuple[str, int], Any] = {}
         self._by_shape: dict[tuple[str, ...], tuple | None] = {}
@@ -78,8 +85,9 @@ class Fit:
         """Per member: how its requests resolve on this pool."""
         key = pool.class_name
         if key not in self._by_class:
-            self._by_class[key] = tuple(tuple(self.matcher.resolve(pool, m) for m in e.members)
-                                        for e in self.workload.engines)
+            self._by_class[key] = tuple(
+                tuple(self.matcher.resolve(pool, m) for m in e.members) for e in self.workload.engines
+            )
         return self._by_class[key][engine.index]
 
     def demand(self, pool: Pool, engine: Engine):
@@ -103,8 +111,11 @@ class Fit:
             self._by_shape[shape] = self._options(cluster)
         found = self._by_shape[shape]
         # Shapes are shared across clusters; pool names are not.
-        options = None if found is None else tuple(
-            tuple((cluster.pools[i], resolved, cost) for i, resolved, cost in engine) for engine in found)
+        options = (
+            None
+            if found is None
+            else tuple(tuple((cluster.pools[i], resolved, cost) for i, resolved, cost in engine) for engine in found)
+        )
         self._by_cluster[cluster.name] = options
         return options
 
@@ -115,16 +126,20 @@ class Fit:
             # One member: it claims on a pool iff it resolves to a DRA device there (the filter's
             # answer without the cluster-wide scan).
             claimable = None if len(engine.members) == 1 else self.claimable(cluster, engine)
-            options = tuple((i, resolved, self.demand(cluster.pools[i], engine)) for i, resolved in enumerate(per_pool)
-                            if pool_passes(resolved, claimable or (resolved[0].claims,)))
+            options = tuple(
+                (i, resolved, self.demand(cluster.pools[i], engine))
+                for i, resolved in enumerate(per_pool)
+                if pool_passes(resolved, claimable or (resolved[0].claims,))
+            )
             if not options:
                 return None
             per_engine.append(options)
         return tuple(per_engine)
 
 
-def place_engines(cluster: Cluster, workload: Workload, fit: Fit,
-                  ledger: Ledger) -> tuple[list[EngineAssignment], dict[str, Any]] | None:
+def place_engines(
+    cluster: Cluster, workload: Workload, fit: Fit, ledger: Ledger
+) -> tuple[list[EngineAssignment], dict[str, Any]] | None:
     """§4.4: every engine on one pool, in declared order, against a trial copy of the ledger; the
     engines and each used pool's free capacity after them (for `Ledger.commit`), or None."""
     if ledger.most_free.get(cluster.name, 0) < fit.least:
@@ -134,7 +149,7 @@ def place_engines(cluster: Cluster, workload: Workload, fit: Fit,
         return None
     trial: dict[str, Any] = {}
     placed = []
-    for engine, choices in zip(workload.engines, options):
+    for engine, choices in zip(workload.engines, options, strict=False):
         for pool, resolved, demand in choices:
             after = ledger.take(cluster.name, pool.name, demand, trial)
             if after is not None:
@@ -147,5 +162,11 @@ def place_engines(cluster: Cluster, workload: Workload, fit: Fit,
 
 
 def assignment(engine: Engine, pool: str, resolved: tuple[Resolved, ...]) -> EngineAssignment:
-    return EngineAssignment(engine.name, engine.copies, engine.phase, tuple(
-        MemberAssignment(m.role, pool, m.pods, r.requests) for m, r in zip(engine.members, resolved)))
+    return EngineAssignment(
+        engine.name,
+        engine.copies,
+        engine.phase,
+        tuple(
+            MemberAssignment(m.role, pool, m.pods, r.requests) for m, r in zip(engine.members, resolved, strict=False)
+        ),
+    )

@@ -5,6 +5,7 @@ free count whose selectors all hold; counts are consumed across requests. A sele
 on a device of the class a request resolves to disqualifies the pool: Kubernetes evaluates the
 request's selectors on every device of that class and aborts allocation on the first error.
 """
+
 from __future__ import annotations
 
 import re
@@ -69,8 +70,9 @@ class Matcher:
 
     def why_not(self, pool: Pool, member: Member, engine: str) -> reasons.Reason:
         """Why `member` matches no device of `pool` (asked only of a member that does not match)."""
-        return self._match(pool, member, engine)[1] or \
-            reasons.selector_mismatch(engine, member.index, "?", "", pool.name)
+        return self._match(pool, member, engine)[1] or reasons.selector_mismatch(
+            engine, member.index, "?", "", pool.name
+        )
 
     def _verdict(self, request: Request, device: DeviceKind) -> bool | SelectorEvaluationError:
         """Selectors in order, as the allocator does: the first false or error decides."""
@@ -92,8 +94,14 @@ class Matcher:
         demand = [0] * len(pool.devices)
         resolved = []
         for request in member.requests:
-            chosen = next((i for i, device in enumerate(pool.devices)
-                           if remaining[i] >= request.count and self._verdict(request, device) is True), None)
+            chosen = next(
+                (
+                    i
+                    for i, device in enumerate(pool.devices)
+                    if remaining[i] >= request.count and self._verdict(request, device) is True
+                ),
+                None,
+            )
             if chosen is None:
                 return NO_MATCH, self._explain(pool, member, request, engine, remaining)
             device = pool.devices[chosen]
@@ -103,34 +111,45 @@ class Matcher:
                         expression, error = self._failing(request, other)
                         if error is not None:
                             return NO_MATCH, reasons.selector_error(
-                                engine, member.index, request.name, expression, pool.name, other.name, str(error))
-                resolved.append(ResolvedRequest(request.name, device.device_class_name, request.count,
-                                                request.selectors))
+                                engine, member.index, request.name, expression, pool.name, other.name, str(error)
+                            )
+                resolved.append(
+                    ResolvedRequest(request.name, device.device_class_name, request.count, request.selectors)
+                )
                 demand[chosen] += request.count
             remaining[chosen] -= request.count
         return Resolved("Claims" if resolved else "ClaimsNothing", tuple(resolved), tuple(demand)), None
 
-    def _explain(self, pool: Pool, member: Member, request: Request, engine: str,
-                 remaining: list[int]) -> reasons.Reason:
+    def _explain(
+        self, pool: Pool, member: Member, request: Request, engine: str, remaining: list[int]
+    ) -> reasons.Reason:
         matching = [d for d in pool.devices if self._verdict(request, d) is True]
         if matching:  # the selectors hold, but not on enough free devices of this node
-            return reasons.selector_mismatch(engine, member.index, request.name,
-                                             f"count {request.count} (free per node: "
-                                             f"{', '.join(f'{d.name} {r}' for d, r in zip(pool.devices, remaining))})",
-                                             pool.name)
+            return reasons.selector_mismatch(
+                engine,
+                member.index,
+                request.name,
+                f"count {request.count} (free per node: "
+                f"{', '.join(f'{d.name} {r}' for d, r in zip(pool.devices, remaining, strict=False))})",
+                pool.name,
+            )
         aimed = _domains(request.selectors)
         for device in pool.devices:
             expression, error = self._failing(request, device)
             if error is not None and (not aimed or device.driver in aimed):
-                return reasons.selector_error(engine, member.index, request.name, expression, pool.name, device.name,
-                                              str(error))
-        failing = next((e for e in request.selectors
-                        if all(self.selectors.matches(e, d.key) is not True for d in pool.devices)),
-                       " && ".join(request.selectors))
+                return reasons.selector_error(
+                    engine, member.index, request.name, expression, pool.name, device.name, str(error)
+                )
+        failing = next(
+            (e for e in request.selectors if all(self.selectors.matches(e, d.key) is not True for d in pool.devices)),
+            " && ".join(request.selectors),
+        )
         return reasons.selector_mismatch(engine, member.index, request.name, failing, pool.name)
 
 
-_DOMAIN = re.compile(r"""device\.(?:attributes|capacity)\[\s*["']([^"'\]]+)["']\s*\]|device\.driver\s*==\s*["']([^"']+)["']""")
+_DOMAIN = re.compile(
+    r"""device\.(?:attributes|capacity)\[\s*["']([^"'\]]+)["']\s*\]|device\.driver\s*==\s*["']([^"']+)["']"""
+)
 
 
 def _domains(selectors: tuple[str, ...]) -> set[str]:

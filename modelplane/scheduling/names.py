@@ -3,11 +3,13 @@
 A replica's name is a function of (deployment, cluster, index), so a replica that leaves a
 cluster and comes back to the same index gets the same name again.
 """
+
 from __future__ import annotations
 
 from ..api.child_names import MAX_PREFIX as _MAX_PREFIX
 from ..api.child_names import child_name  # noqa: F401 - where render and scheduling import it from
 from ..api.child_names import hash5 as _hash5
+
 
 def opaque_name(visible: str, *discriminators: str) -> str:
     """Only `visible` is readable; the discriminators go into the hash."""
@@ -47,14 +49,20 @@ class NameBook:
 
     def assign(self, namespace: str, deployment: str, cluster: str, index: int, previous: str | None = None) -> str:
         identity = replica_identity(deployment, cluster, index)
-        if previous is not None and self._free(namespace, previous, identity) and \
-                previous in replica_name_candidates(deployment, cluster, index):
+        if (
+            previous is not None
+            and self._free(namespace, previous, identity)
+            and previous in replica_name_candidates(deployment, cluster, index)
+        ):
             chosen = previous
         else:
-            chosen = next((c for c in replica_name_candidates(deployment, cluster, index)
-                           if self._free(namespace, c, identity)), None)
-            if chosen is None:
+            found = next(
+                (c for c in replica_name_candidates(deployment, cluster, index) if self._free(namespace, c, identity)),
+                None,
+            )
+            if found is None:
                 raise RuntimeError(f"no free name for {namespace}/{deployment} on {cluster} index {index}")
+            chosen = found
         self._owner[(namespace, chosen)] = identity
         return chosen
 

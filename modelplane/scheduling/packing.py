@@ -23,10 +23,13 @@ read capacity alike:
 
 Synthetic devices (a fabric) are node attributes: never consumed, never counted.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Literal, NamedTuple
+from collections.abc import Iterable
+from typing import ClassVar, Literal, NamedTuple
 
+from ..api.scheduling import Packing as PackingName
 from .snapshot import Engine, Pool
 
 Vector = tuple[int, ...]  # devices per device kind of a pool's class (Synthetic kinds always 0)
@@ -53,11 +56,11 @@ def size_key(vector: Vector) -> tuple[int, Vector]:
 
 
 def _covers(free: Vector, pod: Vector) -> bool:
-    return all(f >= p for f, p in zip(free, pod))
+    return all(f >= p for f, p in zip(free, pod, strict=False))
 
 
 def _minus(free: Vector, pod: Vector) -> Vector:
-    return tuple(f - p for f, p in zip(free, pod))
+    return tuple(f - p for f, p in zip(free, pod, strict=False))
 
 
 def _frozen(counts: dict[Vector, int]) -> FreeNodes:
@@ -102,12 +105,12 @@ def _search(free: FreeNodes, pods: Pods) -> FreeNodes | None:
     return place(0, free)
 
 
-def largest_block(state: "PoolPods") -> int:
+def largest_block(state: PoolPods) -> int:
     """The most free devices on any one node."""
     return max((sum(v) for v, _ in state.free), default=0)
 
 
-def nodes_in(state: "PoolPods") -> int:
+def nodes_in(state: PoolPods) -> int:
     return sum(n for _, n in state.empty)
 
 
@@ -120,7 +123,7 @@ class PoolPods(NamedTuple):
 
 
 class DevicePacking:
-    name = "DeviceGranular"
+    name: ClassVar[PackingName] = "DeviceGranular"
     unit: Unit = "devices"
 
     @staticmethod
@@ -158,13 +161,14 @@ class DevicePacking:
         """The engine's pods on the pool: per member claiming a DRA device, pods x copies demand vectors."""
         whole = per_node(pool)
         pods: list[Vector] = []
-        for member, found in zip(engine.members, resolved):
+        for member, found in zip(engine.members, resolved, strict=False):
             if found.claims:  # a member with only Synthetic matches consumes nothing
                 pods += [whole if member.role != "Standalone" else found.demand] * (member.pods * engine.copies)
         return tuple(sorted(pods, key=size_key, reverse=True))
 
+
 class WholeNodePacking:
-    name = "WholeNode"
+    name: ClassVar[PackingName] = "WholeNode"
     unit: Unit = "nodes"
 
     @staticmethod
@@ -190,11 +194,11 @@ class WholeNodePacking:
     @staticmethod
     def engine_demand(pool: Pool, engine: Engine, resolved: tuple) -> int:
         """Nodes the engine occupies: pods x copies for every member that claims a DRA device."""
-        return sum(m.pods * engine.copies for m, found in zip(engine.members, resolved) if found.claims)
+        return sum(m.pods * engine.copies for m, found in zip(engine.members, resolved, strict=False) if found.claims)
 
 
-Packing = DevicePacking | WholeNodePacking
+Packing = type[DevicePacking] | type[WholeNodePacking]  # used as classes: their methods are static
 
 
-def packing_for(name: str) -> type[DevicePacking] | type[WholeNodePacking]:
+def packing_for(name: PackingName) -> Packing:
     return WholeNodePacking if name == "WholeNode" else DevicePacking

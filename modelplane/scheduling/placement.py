@@ -1,4 +1,5 @@
 """A plan's placement data: replicas with their engines on pools, removals with their reasons, conditions."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,8 +22,15 @@ class MemberAssignment:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "nodePool": self.node_pool, "pods": self.pods}
         if self.device_requests:
-            out["deviceRequests"] = [{"name": r.name, "deviceClassName": r.device_class_name, "count": r.count,
-                                      "selectors": [{"cel": s} for s in r.selectors]} for r in self.device_requests]
+            out["deviceRequests"] = [
+                {
+                    "name": r.name,
+                    "deviceClassName": r.device_class_name,
+                    "count": r.count,
+                    "selectors": [{"cel": s} for s in r.selectors],
+                }
+                for r in self.device_requests
+            ]
         return out
 
 
@@ -69,8 +77,14 @@ class PlacedReplica:
         return pool_devices(self.engines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.key.namespace, "deployment": self.key.name, "name": self.name,
-                "cluster": self.cluster, "index": self.index, "engines": [e.to_dict() for e in self.engines]}
+        return {
+            "namespace": self.key.namespace,
+            "deployment": self.key.name,
+            "name": self.name,
+            "cluster": self.cluster,
+            "index": self.index,
+            "engines": [e.to_dict() for e in self.engines],
+        }
 
 
 @dataclass(frozen=True)
@@ -113,16 +127,27 @@ class DeploymentPlan:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.key.namespace, "name": self.key.name, "replicas": self.desired,
-                "scheduled": self.scheduled, "conditions": [c.to_dict() for c in self.conditions]}
+        return {
+            "namespace": self.key.namespace,
+            "name": self.key.name,
+            "replicas": self.desired,
+            "scheduled": self.scheduled,
+            "conditions": [c.to_dict() for c in self.conditions],
+        }
 
 
 def conditions_for(workload: Workload, replicas: list, any_candidate: bool) -> tuple[Condition, ...]:
     """ReplicasScheduled, False whenever short (unlike the reference's issue #437)."""
     message = f"Scheduled {len(replicas)} of {workload.replicas} replicas"
     if not any_candidate:
-        return (Condition("ReplicasScheduled", "False", "NoClusters",
-                          "No InferenceCluster matches the clusterSelector (and ModelCache footprint)"),)
+        return (
+            Condition(
+                "ReplicasScheduled",
+                "False",
+                "NoClusters",
+                "No InferenceCluster matches the clusterSelector (and ModelCache footprint)",
+            ),
+        )
     if len(replicas) < workload.replicas:
         return (Condition("ReplicasScheduled", "False", "InsufficientCapacity", message),)
     return (Condition("ReplicasScheduled", "True", "ReplicasCreated", message),)

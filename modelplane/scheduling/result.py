@@ -3,18 +3,20 @@
 Frozen once planned. Explanations are part of it: each deployment's verdict per cluster for one
 more replica, read from the verdicts the plan itself recorded (scheduling/diagnosis.py).
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..api import NamespacedName
-from .reasons import Reason
-from .document import API_VERSION, KIND, PlacementDocument
-from .placement import DeploymentPlan, PlacedReplica, RemovedReplica
 from ..api.scheduling import Failback, Packing
+from .document import API_VERSION, KIND, PlacementDocument
 from .packing import Unit, per_node
+from .placement import DeploymentPlan, PlacedReplica, RemovedReplica
+from .reasons import Reason
 from .snapshot import Cluster, Pool
 
 
@@ -84,9 +86,15 @@ class PlanResult:
     def capacity_data(self) -> dict[str, Any]:
         """Per cluster and pool, what is declared and what this plan leaves free, in `unit` (the stack output
         `capacity`): {"packing": "DeviceGranular", "unit": "devices", "pools": {"c/p": {"declared": 8, "free": 7}}}."""
-        return {"packing": self.packing, "unit": self.unit, "pools": {
-            f"{c.name}/{p.name}": {"declared": self.declared(c, p), "free": self.free[(c.name, p.name)]}
-            for c in self.clusters for p in c.pools}}
+        return {
+            "packing": self.packing,
+            "unit": self.unit,
+            "pools": {
+                f"{c.name}/{p.name}": {"declared": self.declared(c, p), "free": self.free[(c.name, p.name)]}
+                for c in self.clusters
+                for p in c.pools
+            },
+        }
 
     def replicas(self) -> list[PlacedReplica]:
         return [r for plan in self.deployments.values() for r in plan.replicas]
@@ -96,8 +104,12 @@ class PlanResult:
 
     def document_data(self) -> dict[str, Any]:
         """The placement document as plain JSON data (what the stack output holds)."""
-        return {"apiVersion": API_VERSION, "kind": KIND, "replicas": [r.to_dict() for r in self.replicas()],
-                "deployments": [p.to_dict() for p in self.deployments.values()]}
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "replicas": [r.to_dict() for r in self.replicas()],
+            "deployments": [p.to_dict() for p in self.deployments.values()],
+        }
 
     def document(self) -> PlacementDocument:
         return PlacementDocument.model_validate(self.document_data())

@@ -3,15 +3,16 @@
 Built once per plan from the validated Fleet. Published capacity is the declared `nodeCount`
 (conservative: an autoscaler ceiling is not capacity we can count on).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..api import Fleet, NamespacedName
 from ..api.inference_cluster import Taint
-from ..api.storage import rwx_storage_class
 from ..api.model_deployment import ModelDeployment, Toleration
 from ..api.scheduling import Failback
+from ..api.storage import rwx_storage_class
 from ..devices import device_key
 
 
@@ -43,6 +44,13 @@ class Cluster:
 
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
+
+    def published_pool(self, name: str) -> Pool:
+        """A pool a filter already found published (a kept replica's pinned pool)."""
+        found = self.pool(name)
+        if found is None:
+            raise LookupError(f"cluster {self.name} publishes no pool {name}")
+        return found
 
 
 @dataclass(frozen=True)
@@ -95,11 +103,19 @@ class Workload:
     def engine(self, name: str) -> Engine | None:
         return next((e for e in self.engines if e.name == name), None)
 
+    def kept_engine(self, name: str) -> Engine:
+        """An engine a filter already found in the deployment (a kept replica's)."""
+        found = self.engine(name)
+        if found is None:
+            raise LookupError(f"deployment {self.key} has no engine {name}")
+        return found
+
     @property
     def signature(self) -> tuple:
         """What decides where it fits, names aside: deployments with equal signatures fit alike."""
-        return tuple((e.copies, tuple((m.role, m.pods, m.requests, m.index) for m in e.members), e.index)
-                     for e in self.engines)
+        return tuple(
+            (e.copies, tuple((m.role, m.pods, m.requests, m.index) for m in e.members), e.index) for e in self.engines
+        )
 
 
 def clusters_of(fleet: Fleet) -> tuple[Cluster, ...]:
@@ -110,11 +126,14 @@ def clusters_of(fleet: Fleet) -> tuple[Cluster, ...]:
         pools = []
         for pool in spec.node_pools:
             cls = fleet.inference_classes[pool.class_name]
-            devices = tuple(DeviceKind(d.name, d.claim, d.device_class_name or "", d.count, device_key(d), d.driver)
-                            for d in cls.devices)
+            devices = tuple(
+                DeviceKind(d.name, d.claim, d.device_class_name or "", d.count, device_key(d), d.driver)
+                for d in cls.devices
+            )
             pools.append(Pool(pool.name, pool.class_name, pool.node_count, devices))
-        clusters.append(Cluster(name, dict(spec.labels), tuple(spec.taints), tuple(pools),
-                                rwx_storage_class(spec) is not None))
+        clusters.append(
+            Cluster(name, dict(spec.labels), tuple(spec.taints), tuple(pools), rwx_storage_class(spec) is not None)
+        )
     return tuple(clusters)
 
 
@@ -129,8 +148,10 @@ def workload_of(fleet: Fleet, key: NamespacedName, deployment: ModelDeployment) 
     for e, engine in enumerate(spec.engines):
         members = []
         for m, member in enumerate(engine.members):
-            requests = tuple(Request(r.name, r.count, tuple(s.cel for s in r.selectors))
-                             for r in (member.node_selector.devices if member.node_selector else ()))
+            requests = tuple(
+                Request(r.name, r.count, tuple(s.cel for s in r.selectors))
+                for r in (member.node_selector.devices if member.node_selector else ())
+            )
             members.append(Member(member.role, member.pods, requests, m))
         engines.append(Engine(engine.name, engine.copies, engine.phase, tuple(members), e))
     cache_selector: dict = {}
@@ -142,12 +163,22 @@ def workload_of(fleet: Fleet, key: NamespacedName, deployment: ModelDeployment) 
     # The reference merges the two with the cache winning a clash (spec §4.2): the deployment's own
     # pairs count only where the cache does not set the key.
     selector = {k: v for k, v in selector.items() if k not in cache_selector}
-    cache = spec.model_cache_ref.name if spec.model_cache_ref is not None else None
+    cache_name = spec.model_cache_ref.name if spec.model_cache_ref is not None else None
     default = fleet.scheduling.placement if fleet.scheduling is not None else None
     policy = [p for p in (deployment.placement, default) if p is not None]
     preferences = next((p.preferences for p in policy if p.preferences is not None), None) or ()
-    failback = next((p.failback for p in policy if p.failback is not None), "Never")
+    failback: Failback = next((p.failback for p in policy if p.failback is not None), "Never")
     moves = next((p.max_moves_per_plan for p in policy if p.max_moves_per_plan is not None), 1)
     tiers = tuple(tuple(sorted(p.labels.items())) for p in preferences)
-    return Workload(key, deployment.replicas, tuple(engines), selector, cache_selector, tuple(spec.tolerations or ()),
-                    cache, tiers, failback, moves)
+    return Workload(
+        key,
+        deployment.replicas,
+        tuple(engines),
+        selector,
+        cache_selector,
+        tuple(spec.tolerations or ()),
+        cache_name,
+        tiers,
+        failback,
+        moves,
+    )
