@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..api import NamespacedName
 from . import reasons
 from .document import pool_cost, pool_devices
 from .matching import ResolvedRequest
 from .snapshot import Workload
+
+ReplicaStatus = Literal["retained", "new"]  # kept from the previous placement, or placed by this plan
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class PlacedReplica:
     cluster: str
     index: int
     engines: tuple[EngineAssignment, ...]
-    status: str  # "retained" | "new"
+    status: ReplicaStatus
 
     @property
     def pools(self) -> list[str]:

@@ -8,11 +8,33 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Literal
+
+ReasonCode = Literal[
+    # a cluster or pool filter said no
+    "NotSelected",
+    "NotPreferred",
+    "UntoleratedTaint",
+    "OutsideCacheFootprint",
+    "NoCacheStorage",
+    "NoPools",
+    "SelectorMismatch",
+    "SelectorError",
+    "OnlySynthetic",
+    "InsufficientCapacity",
+    # a previous replica is not kept
+    "ClusterRemoved",
+    "DeploymentRemoved",
+    "NoLongerFits",
+    "ScaledDown",
+    "Evicted",
+    "FailedBack",
+]
 
 
 @dataclass(frozen=True)
 class Reason:
-    code: str
+    code: ReasonCode
     summary: str
     detail: str
 

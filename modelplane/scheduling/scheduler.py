@@ -31,7 +31,15 @@ from .fit import Fit, Ledger, assignment, place_engines
 from .matching import Matcher, ResolvedRequest
 from .names import NameBook, replica_identity, replica_name
 from .packing import kind_names, packing_for
-from .placement import DeploymentPlan, EngineAssignment, MemberAssignment, PlacedReplica, RemovedReplica, conditions_for
+from .placement import (
+    DeploymentPlan,
+    EngineAssignment,
+    MemberAssignment,
+    PlacedReplica,
+    RemovedReplica,
+    ReplicaStatus,
+    conditions_for,
+)
 from .result import PlanResult
 from .snapshot import Cluster, Pool, Workload, clusters_of, workloads_of
 
@@ -239,7 +247,7 @@ def _name_replicas(
         ]
 
 
-def _doc_placed(doc: DocReplica, status: str = "retained") -> PlacedReplica:
+def _doc_placed(doc: DocReplica, status: ReplicaStatus = "retained") -> PlacedReplica:
     engines = tuple(
         EngineAssignment(
             e.name,

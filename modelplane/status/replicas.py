@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..scheduling import PlacedReplica, PlacementDocument, PlanResult, RemovedReplica
+from ..scheduling.reasons import ReasonCode
 
 Change = Literal["none", "add", "remove", "move"]
-SCALED_DOWN = "ScaledDown"
+SCALED_DOWN: ReasonCode = "ScaledDown"
 
 
 @dataclass(frozen=True)
