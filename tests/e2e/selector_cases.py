@@ -460,18 +460,9 @@ def report(results: list[CaseResult]) -> str:
 
 def main(argv: list[str]) -> int:
     """Start a one-cluster LocalFleet, run the cases, print the report; exit 1 on any disagreement."""
-    import os
-    from pathlib import Path
+    from .standalone import run_standalone
 
-    from .controlplane import LocalFleet
-    work = Path(argv[0] if argv else "/tmp/e2e-selector-cases")
-    bin_dir = Path(os.environ.get("MODELPLANE_E2E_BIN", Path.home() / ".cache/modelplane/e2e/bin"))
-    with LocalFleet(work, bin_dir, ["cases"]) as fleet:  # entering starts it
-        started = time.monotonic()
-        results = run_cases(fleet.endpoints["cases"].api())
-        print(report(results))
-        print(f"run_cases: {time.monotonic() - started:.1f} s")
-    return 0 if all(r.agree for r in results) else 1
+    return run_standalone(argv, "/tmp/e2e-selector-cases", run_cases, report)
 
 
 if __name__ == "__main__":
