@@ -50,10 +50,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Say why tests skipped even without -rs (the project's addopts has -q, which hides the header)."""
     if terminalreporter.hasopt("s"):
         return  # the short summary already has the reason
-    skipped = [r for r in terminalreporter.stats.get("skipped", [])
-               if isinstance(r.longrepr, tuple) and r.longrepr[2].endswith(k8s_validation.MISSING_CRDS)]
-    if skipped:
-        terminalreporter.write_line(f"{len(skipped)} skipped: {k8s_validation.MISSING_CRDS}", yellow=True)
+    reasons: dict[str, int] = {}  # each distinct reason once, with how many tests it skipped
+    for report in terminalreporter.stats.get("skipped", []):
+        if isinstance(report.longrepr, tuple):
+            reason = report.longrepr[2].removeprefix("Skipped: ")
+            if reason.endswith(k8s_validation.MISSING_CRDS):  # the same for every CRD, whichever was missing
+                reason = k8s_validation.MISSING_CRDS
+            reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0])):
+        terminalreporter.write_line(f"{count} skipped: {reason}", yellow=True)
 
 
 # The fast lane, `pytest -m "not slow"` (CONTRIBUTING.md), leaves out these modules, which start
@@ -65,7 +70,7 @@ SLOW_MODULES = {
     "test_hostile_input", "test_main_plain_mocks", "test_mock_engine_hardening", "test_not_a_stack",
     "test_packaging", "test_render_out", "test_runbook_concurrency", "test_secrets_never_echoed", "test_status_cli",
     "test_status_hostile", "test_validate_breaks_later", "test_provider_tmpdir", "test_e2e_controlplane_unit",
-    "test_e2e_pulumi_cli_unit", "test_front_door_preinstalled",
+    "test_e2e_pulumi_cli_unit", "test_front_door_preinstalled", "test_skip_summary",
     # the whole program under mocks
     "test_backends_cloud", "test_backends_local", "test_mirror_program", "test_program", "test_program_matches_render",
     "test_program_options", "test_program_resources",
