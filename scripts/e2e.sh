@@ -5,15 +5,18 @@
 # one of the run's cluster tokens; prints a summary table last. docs/e2e.md says what it proves.
 #
 #   scripts/e2e.sh              the whole run
-#   scripts/e2e.sh --scale      instead of the scenario, measure preview/up/destroy on a 10 x 50 fleet
+#   scripts/e2e.sh --scale [--clusters N --deployments M] [--env KEY=VALUE]
+#                               instead of the scenario, measure an operator's operations on a 10 x 50 fleet
+#                               (tests/e2e/scale.py), each as a ratio to applying the same objects with kubectl/helm
 #   KEEP=1 scripts/e2e.sh       keep the scratch folder (state, logs, rendered files) afterwards
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
+extra=()
 case ${1:-} in
   "") run=tests.e2e.scenario ;;
-  --scale) run=tests.e2e.scale ;;
-  *) echo "usage: scripts/e2e.sh [--scale]" >&2; exit 2 ;;
+  --scale) run=tests.e2e.scale; extra=("${@:2}") ;;
+  *) echo "usage: scripts/e2e.sh [--scale [--clusters N] [--deployments M] [--env KEY=VALUE]...]" >&2; exit 2 ;;
 esac
 CACHE=${MODELPLANE_E2E_CACHE:-$HOME/.cache/modelplane/e2e}
 VENV=$CACHE/venv
@@ -70,7 +73,7 @@ trap cleanup EXIT
 say "scratch folder $WORK"
 t=$SECONDS
 set +e
-"$VENV/bin/python" -m "$run" --work "$WORK" --bin "$BIN" --venv "$VENV" --crds "$CRDS"
+"$VENV/bin/python" -m "$run" --work "$WORK" --bin "$BIN" --venv "$VENV" --crds "$CRDS" "${extra[@]}"
 rc=$?
 set -e
 scenario_seconds=$((SECONDS - t))

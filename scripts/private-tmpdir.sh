@@ -21,6 +21,11 @@ trap 'rm -rf -- "$private"' EXIT
 # A signal's trap runs once the command has ended; then the EXIT trap removes the folder.
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# modelplane owns every object it applies: when one is already there under another field manager (an `up`
+# that was killed created it, and the provider names a new manager each time it creates), the provider
+# takes it over instead of stopping on a server-side apply conflict (docs/runbook.md, "An `up` that was
+# killed"). Set PULUMI_K8S_ENABLE_PATCH_FORCE=false to be stopped instead.
+export PULUMI_K8S_ENABLE_PATCH_FORCE=${PULUMI_K8S_ENABLE_PATCH_FORCE:-true}
 status=0
 TMPDIR=$private MODELPLANE_PRIVATE_TMPDIR=$private "$@" || status=$?
 exit "$status"

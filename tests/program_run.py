@@ -33,15 +33,16 @@ class Deployed:
     outputs: dict
 
 
-def deploy(monitor, mocks, config: dict, previous: PlanResult | None = None) -> Deployed:
+def deploy(monitor, mocks, config: dict, previous: PlanResult | None = None, recorded: dict | None = None) -> Deployed:
     """One `pulumi up` under mocks, returned once every resource is registered.
 
     `previous` is fed back as this stack's last `placement` output (numbers as floats, as a stack
-    reference reads them).
+    reference reads them); `recorded` adds other outputs of the last update.
     """
     captured = {}
     monitor.registrations.clear()
     mocks.stack_outputs = {"placement": floats(previous.document_data())} if previous is not None else {}
+    mocks.stack_outputs.update(recorded or {})
 
     @pulumi.runtime.test
     def up():

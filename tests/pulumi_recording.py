@@ -226,8 +226,10 @@ class RecordingMonitor(PlainMonitor):
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
         self.registrations: list[Registration] = []
+        self.stack_traces: dict[str, list[str]] = {}  # urn -> the frames sent (URI#line), innermost first
 
     def registered(self, request, urn: str, inputs: dict) -> None:
+        self.stack_traces[urn] = [f"{f.pc.uri}#{f.pc.line}" for f in request.stackTrace.frames]
         self.registrations.append(Registration(
             urn=urn, type=request.type, name=request.name, inputs=inputs, parent=request.parent or None,
             provider=request.provider or None, dependencies=list(request.dependencies),

@@ -138,3 +138,14 @@ def test_an_interrupted_run_leaves_no_folder(tmp_path, sig, code):
 def test_the_wrapper_without_a_command_says_how_to_use_it():
     done = subprocess.run(["bash", str(WRAPPER)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "usage: scripts/private-tmpdir.sh COMMAND" in done.stderr
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "true"), ("false", "false")])
+def test_the_wrapper_lets_the_provider_take_over_objects_an_interrupted_up_created(given, seen):
+    """An object a killed `up` created is under another field manager; forcing takes it over (docs/runbook.md)."""
+    env = {k: v for k, v in os.environ.items() if k != "PULUMI_K8S_ENABLE_PATCH_FORCE"}
+    if given is not None:
+        env["PULUMI_K8S_ENABLE_PATCH_FORCE"] = given
+    done = subprocess.run(["bash", str(WRAPPER), "bash", "-c", 'echo "$PULUMI_K8S_ENABLE_PATCH_FORCE"'],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert done.returncode == 0 and done.stdout.strip() == seen

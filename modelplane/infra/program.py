@@ -22,13 +22,16 @@ import pulumi
 from pulumi.runtime.sync_await import _sync_await
 
 from ..api import ConfigError, Fleet, ModelplaneError
+from ..render.fingerprint import infrastructure_fingerprints
 from ..render.front_door import service_address
 from ..scheduling import PlanResult, load_previous, schedule
 from ..views import shortfall_warning
+from . import checkpoints
 from .config import load_fleet_from_pulumi
 from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
 from .provider_tmpdir import warn_unless_private_temp_folder
 from .sources import check_folder_mirror
+from .state_shape import trim_stack_traces
 
 
 def load_or_fail() -> Fleet:
@@ -47,18 +50,30 @@ def load_or_fail() -> Fleet:
     return fleet
 
 
-def previous_placement() -> pulumi.Output[Any]:
-    """This stack's own `placement` output from its last update (None on the first deployment).
+def previous_outputs() -> pulumi.Output[Any]:
+    """This stack's own outputs from its last update (none on the first deployment).
 
     A stack reference to itself: during an update the engine still reports the previous outputs,
-    and on a stack that was never deployed the output is simply missing.
+    and on a stack that was never deployed they are simply missing.
     """
     own = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
     # Not `get_output`: it fails when the reference reports no outputs at all rather than an empty map.
+    return pulumi.StackReference(own).outputs.apply(lambda outputs: outputs or {})
+
+
+def previous_placement(previous: pulumi.Output[Any]) -> pulumi.Output[Any]:
+    """The last update's `placement` output (None on the first deployment)."""
     # `outputs` is secret as a whole once any output is (`kubeconfigs`); `placement` is not, and must not
     # turn the plan and every output derived from it into secrets.
-    placement = pulumi.StackReference(own).outputs.apply(lambda outputs: (outputs or {}).get("placement"))
-    return pulumi.Output.unsecret(placement)
+    return pulumi.Output.unsecret(previous.apply(lambda outputs: outputs.get("placement")))
+
+
+def check_checkpoint_skipping(fingerprints: dict[str, str], previous: pulumi.Output[Any]) -> None:
+    """Under PULUMI_SKIP_CHECKPOINTS, before anything is registered: refuse an `up` that builds (checkpoints.py)."""
+    if not checkpoints.skipping():
+        return
+    recorded = _sync_await(previous.future()) or {}
+    checkpoints.check(fingerprints, recorded.get("infrastructure"), dry_run=pulumi.runtime.is_dry_run())
 
 
 def plan(fleet: Fleet, previous: Any) -> PlanResult:
@@ -131,15 +146,21 @@ def start_registrations() -> None:
 
 def run() -> Program:
     collect_only_young_garbage()
+    trim_stack_traces()  # a third of the state file otherwise (state_shape.py)
     fleet = load_or_fail()
     check_folder_mirror(fleet)  # every mirrored file present and as pinned, before anything is registered
     warn_unless_private_temp_folder()  # the Kubernetes provider leaves each kubeconfig in the engine's TMPDIR
-    result = previous_placement().apply(lambda previous: plan(fleet, previous))
+    previous = previous_outputs()
+    fingerprints = infrastructure_fingerprints(fleet)
+    check_checkpoint_skipping(fingerprints, previous)
+    result = previous_placement(previous).apply(lambda placement: plan(fleet, placement))
     infrastructure = build_infrastructure(fleet)
     placement = result.apply(lambda r: build_placement(fleet, r, infrastructure))
     pulumi.export("fleet", {"summary": fleet.summary(), "counts": fleet.counts()})
     pulumi.export("placement", result.apply(lambda r: r.document_data()))
     pulumi.export("capacity", result.apply(lambda r: r.capacity_data()))  # free devices (or nodes) per pool
+    # What an `up` could not take back by applying again, per cluster (render/fingerprint.py; checkpoints.py)
+    pulumi.export("infrastructure", fingerprints)
     # Exported through the built placement, so the run waits until every component is registered.
     pulumi.export("deployments", pulumi.Output.all(result, placement).apply(lambda pair: deployment_status(pair[0])))
     pulumi.export("services", service_urls(fleet, infrastructure))

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from pulumi import automation as auto
@@ -42,34 +45,84 @@ def _event(event: auto.EngineEvent) -> dict[str, Any] | None:
     return None
 
 
+def _processes() -> dict[int, tuple[str, int]]:
+    """pid -> (name, parent pid) of every process."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = dict(line.split(":", 1) for line in Path(f"/proc/{entry}/status").read_text().splitlines()
+                              if ":" in line)
+            except OSError:
+                continue
+            out[int(entry)] = (fields.get("Name", "").strip(), int(fields.get("PPid", "0")))
+    return out
+
+
+def _kill_the_engine() -> int | None:
+    """SIGKILL this process's `pulumi` child (the engine the Automation API started) and its plugins: a crash of the
+    machine or the job, not a cancel (no process gets to save or clean up)."""
+    processes = _processes()
+    engine = next((pid for pid, (name, parent) in processes.items() if name == "pulumi" and parent == os.getpid()), None)
+    if engine is None:
+        return None
+    tree, frontier = [engine], [engine]
+    while frontier:
+        children = [pid for pid, (_, parent) in processes.items() if parent in frontier]
+        tree += children
+        frontier = children
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return engine
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("op", choices=["preview", "up", "destroy", "refresh"])
     parser.add_argument("project")
     parser.add_argument("--expect-no-changes", action="store_true")
+    parser.add_argument("--kill-engine-after", type=int, metavar="N",
+                        help="SIGKILL the engine once N resource steps have completed (a crash in the middle of an up)")
+    parser.add_argument("--no-events", action="store_true",
+                        help="no engine event stream: what a user's `pulumi up` does not have (the harness parses each event)")
+    parser.add_argument("--kill-matching", default="", metavar="TEXT",
+                        help="count only the steps whose URN contains TEXT toward --kill-engine-after")
     args = parser.parse_args(argv)
 
     stack = auto.select_stack(STACK, project_name="modelplane", program=_program,
                               opts=auto.LocalWorkspaceOptions(work_dir=args.project))
+    profile = os.environ.get("MODELPLANE_E2E_ENGINE_PROFILE")
+    if profile:  # the engine's own CPU profile (`pulumi --profiling PREFIX` writes PREFIX.<pid>.cpu); go tool pprof reads it
+        run_cli = stack._run_pulumi_cmd_sync
+        stack._run_pulumi_cmd_sync = lambda cli_args, *rest: run_cli([*cli_args, "--profiling", f"{profile}.{args.op}"], *rest)  # type: ignore[method-assign]
     recorded: list[dict[str, Any]] = []
 
+    out: dict[str, Any] = {"op": args.op, "ok": True}
+    completed = 0
+
     def on_event(event: auto.EngineEvent) -> None:
+        nonlocal completed
         item = _event(event)
         if item is not None:
             recorded.append(item)
-
-    out: dict[str, Any] = {"op": args.op, "ok": True}
+            if item["kind"] == "done" and item["op"] not in ("same", "read") and args.kill_matching in item["urn"]:
+                completed += 1
+                if args.kill_engine_after and completed == args.kill_engine_after:
+                    out["killed"] = {"pid": _kill_the_engine(), "after_steps": completed, "at_event": item["seq"]}
     try:
         if args.op == "preview":
-            result = stack.preview(on_event=on_event, expect_no_changes=args.expect_no_changes)
+            result = stack.preview(on_event=None if args.no_events else on_event, expect_no_changes=args.expect_no_changes)
             out["changes"] = dict(result.change_summary)
             out["stdout"] = result.stdout
         elif args.op == "up":
-            result = stack.up(on_event=on_event, expect_no_changes=args.expect_no_changes)
+            result = stack.up(on_event=None if args.no_events else on_event, expect_no_changes=args.expect_no_changes)
             out["changes"] = dict(result.summary.resource_changes or {})
             out["stdout"] = result.stdout
         elif args.op == "destroy":
-            result = stack.destroy(on_event=on_event)
+            result = stack.destroy(on_event=None if args.no_events else on_event)
             out["changes"] = dict(result.summary.resource_changes or {})
             out["stdout"] = result.stdout
         else:

@@ -39,6 +39,8 @@ class Run:
     stderr: str
     seconds: float
     peak_rss: dict[str, int] = field(default_factory=dict)  # process name -> bytes
+    cpu: dict[str, float] = field(default_factory=dict)  # process name -> CPU seconds (user + system), all its processes
+    reaped: list[str] = field(default_factory=list)  # processes of the command still running after it, then killed
 
     @property
     def ok(self) -> bool:
@@ -68,21 +70,61 @@ def _signal_group(group: int, sig: signal.Signals) -> None:
 
 
 class MemorySampler(threading.Thread):
-    """Peak RSS per process name of a process and its descendants, sampled every 0.2 s from /proc."""
+    """Peak RSS and CPU seconds per process name of a process and its descendants, sampled every 0.2 s from /proc.
+
+    CPU is each process's last sampled user + system time, summed per name: a process that ends
+    between two samples loses at most its last 0.2 s.
+    """
 
     def __init__(self, root: int):
         super().__init__(daemon=True)
         self.root, self.peak, self.done = root, {}, threading.Event()
+        self.cpu_of: dict[int, tuple[str, float]] = {}
 
     def run(self) -> None:
         while not self.done.wait(0.2):
-            for pid, name, rss in _descendants(self.root):
+            for pid, name, rss, cpu in _descendants(self.root):
                 self.peak[name] = max(self.peak.get(name, 0), rss)
+                self.cpu_of[pid] = (name, cpu)
+
+    @property
+    def cpu(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for name, seconds in self.cpu_of.values():
+            total[name] = total.get(name, 0.0) + seconds
+        return total
 
 
-def _descendants(root: int) -> list[tuple[int, str, int]]:
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _group_members(group: int) -> list[str]:
+    """`name pid` of every process in process group `group`."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+            if int(rest[2]) == group:  # pgrp
+                out.append(f"{name} {entry}")
+    return out
+
+
+def _cpu_seconds(pid: str) -> float:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # after the name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def _descendants(root: int) -> list[tuple[int, str, int, float]]:
     children: dict[int, list[int]] = {}
-    info: dict[int, tuple[str, int]] = {}
+    info: dict[int, tuple[str, int, float]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -101,7 +143,7 @@ def _descendants(root: int) -> list[tuple[int, str, int]]:
         elif name == "pulumi":
             name = "engine (pulumi)"
         children.setdefault(ppid, []).append(pid)
-        info[pid] = (name, rss)
+        info[pid] = (name, rss, _cpu_seconds(entry))
     out, stack = [(root, *info[root])] if root in info else [], [root]
     while stack:
         for child in children.get(stack.pop(), []):
@@ -158,15 +200,21 @@ class PulumiProject:
         return [r["urn"] for r in state.get("checkpoint", {}).get("latest", {}).get("resources") or []]
 
     def engine(self, op: str, *, expect_no_changes: bool = False, timeout: float = 1800,
-               env: dict[str, str] | None = None) -> Run:
-        """preview / up / destroy / refresh of the stack with the project's program."""
+               env: dict[str, str] | None = None, kill_engine_after: int | None = None, kill_matching: str = "",
+               events: bool = True) -> Run:
+        """preview / up / destroy / refresh of the stack with the project's program (`kill_engine_after`: a crash)."""
         command = [str(self.python), "-m", "tests.e2e.engine", op, str(self.dir)]
         if expect_no_changes:
             command.append("--expect-no-changes")
-        return self._spawn(command, self.repo, timeout, None, env)
+        if not events:
+            command.append("--no-events")
+        if kill_engine_after:
+            command += ["--kill-engine-after", str(kill_engine_after), "--kill-matching", kill_matching]
+        return self._spawn(command, self.repo, timeout, None, env, reap=bool(kill_engine_after))
 
     def _spawn(self, command: list[str], cwd: Path, timeout: float, stdin: str | None,
-               env: dict[str, str] | None = None) -> Run:
+               env: dict[str, str] | None = None, reap: bool = False) -> Run:
+        """`reap`: kill what of the command's process group outlives it (a killed engine's providers keep running)."""
         start = time.monotonic()
         wrapped = ["bash", str(self.repo / "scripts" / "private-tmpdir.sh"), *command]
         # its own process group: a timed-out command is stopped as a whole, so the wrapper still removes its folder
@@ -187,7 +235,10 @@ class PulumiProject:
             stderr += f"\n(timed out after {timeout:.0f} s)"
         sampler.done.set()
         sampler.join()
-        run = Run(command, process.returncode, stdout, stderr, time.monotonic() - start, dict(sampler.peak))
+        run = Run(command, process.returncode, stdout, stderr, time.monotonic() - start, dict(sampler.peak), sampler.cpu)
+        if reap:
+            run.reaped = _group_members(process.pid)
+            _signal_group(process.pid, signal.SIGKILL)
         self.runs.append(run)
         return run
 

@@ -1,4 +1,4 @@
-"""Measure the real engine on a 10-cluster x 50-deployment fleet: `python -m tests.e2e.scale --work DIR ...`.
+"""Measure the real engine on a fleet: `scripts/e2e.sh --scale [--clusters N --deployments M] [--env K=V ...]`.
 
 The fleet is the scheduler benchmark's generator (benchmarks/bench_scheduler.py) with every cluster
 `source: Existing` on a local control plane, a front door (as the e2e stack has) and a ModelService
@@ -6,7 +6,14 @@ per deployment, and the generator's NVIDIA driver renamed to the dra-example-dri
 `gpu.example.com` (its stand-in chart creates that DeviceClass; every selector is renamed with it).
 Its multi-node replicas are LeaderWorkerSets, which the LeaderWorkerSet controller beside each
 cluster (tests/e2e/lws_controller.py) makes Available, as in the scenario.
-Prints preview / up / no-op up / destroy wall times, resources per second and peak memory.
+
+The operations are an operator's: the first preview and `up`, a preview and an `up` of the unchanged
+fleet, `modelplane scale` of one deployment then `up`, `modelplane drain <cluster> --effect NoExecute`
+then `up` (make-before-break checked in the engine's event order), and `destroy`. Each prints its
+wall time, the resources it changed, the CPU seconds and peak RSS of the engine, the providers and the
+program, and its ratio to the **floor**: the first `up`'s rendered objects and Helm releases applied
+straight to the same fleet with `kubectl apply --server-side` and `helm` (tests/e2e/floor.py), after
+the destroy. The state file is weighed after the first `up`: bytes per resource, and by type.
 """
 from __future__ import annotations
 
@@ -14,14 +21,20 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from .scenario import REPO, TEMPLATE, Scenario
+from .pulumi_cli import Run
+from .scenario import REPO, TEMPLATE, Scenario, _changed, _engine_error, _short
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_scheduler import synthetic_fleet  # noqa: E402
+from bench_scheduler import synthetic_fleet
+
+PROCESSES = ("engine (pulumi)", "provider", "program (python)")
+# A day-2 mode: its label in the table and the engine environment it adds.
+DAY2_MODES = {"checkpoints": ("", {}), "skip": ("[skip checkpoints]", {"PULUMI_SKIP_CHECKPOINTS": "true"})}
 
 
 def scale_stack(clusters: int, deployments: int) -> dict:
@@ -35,6 +48,153 @@ def scale_stack(clusters: int, deployments: int) -> dict:
             | {"modelplane:inferenceGateway": front_door, "modelplane:modelServices": services}}
 
 
+@dataclass
+class Measured:
+    """One operation: what an operator waits for, and what it cost."""
+
+    what: str
+    seconds: float
+    changed: int | None
+    cpu: dict[str, float] = field(default_factory=dict)
+    peak_rss: dict[str, int] = field(default_factory=dict)
+    ok: bool = True
+
+    @classmethod
+    def of(cls, what: str, run: Run) -> Measured:
+        return cls(what, run.seconds, _changed(run), dict(run.cpu), dict(run.peak_rss), bool(run.result.get("ok")))
+
+
+def state_weight(state_file: Path) -> tuple[str, dict]:
+    """The state file's size, per resource and by type (the types that fill it first)."""
+    raw = state_file.read_bytes()
+    resources = json.loads(raw).get("checkpoint", {}).get("latest", {}).get("resources") or []
+    by_type: dict[str, list[int]] = {}
+    for resource in resources:
+        entry = by_type.setdefault(resource["type"], [0, 0])
+        entry[0] += 1
+        entry[1] += len(json.dumps(resource, separators=(",", ":")))
+    total = sum(size for _, size in by_type.values()) or 1
+    top = sorted(by_type.items(), key=lambda kv: -kv[1][1])[:10]
+    lines = [f"state file {len(raw) / 2**20:.1f} MB, {len(resources)} resources, "
+             f"{len(raw) / max(len(resources), 1) / 1024:.1f} KB per resource; by type (count, share, KB each):"]
+    lines += [f"  {kind.split(':')[-1]:<32} {count:>6} {size / total:>6.1%} {size / count / 1024:>7.1f}"
+              for kind, (count, size) in top]
+    return "\n".join(lines), {"bytes": len(raw), "resources": len(resources),
+                              "by_type": {kind: {"count": c, "bytes": s} for kind, (c, s) in by_type.items()}}
+
+
+class ScaleRun:
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.report = scenario.report
+        self.measured: list[Measured] = []
+        self.floor: Measured | None = None
+        self.scaled: set[str] = set()
+        self.drained: set[str] = set()
+        self.mode, self.mode_env = "", {}  # the day-2 mode: its label (e.g. "[skip checkpoints]"), its environment
+
+    def engine(self, what: str, op: str, events: bool = False, **kwargs) -> Run:
+        """An engine run, measured; without the event stream (a user's `pulumi up` has none) unless a check reads it."""
+        what = f"{what} {self.mode}".strip()
+        run = self.scenario.engine(what, op, env=self.mode_env or None, events=events, **kwargs)
+        self.measured.append(Measured.of(what, run))
+        return run
+
+    def edit(self, *command: str) -> bool:
+        result = self.scenario.modelplane(*command)
+        if result.returncode != 0:
+            self.report.check(f"modelplane {command[0]}", False, _short(result.stderr))
+        return result.returncode == 0
+
+    def placement(self) -> list[dict]:
+        return self.scenario.project.outputs().get("placement", {}).get("replicas", [])
+
+    # --- the day-2 operations --------------------------------------------------------------------------
+    def unchanged(self) -> None:
+        preview = self.engine("pulumi preview (unchanged fleet)", "preview", expect_no_changes=True)
+        self.report.check(f"a preview of the unchanged fleet proposes nothing {self.mode}".strip(),
+                          preview.result.get("ok"), _engine_error(preview))
+        run = self.engine("pulumi up (no changes)", "up", expect_no_changes=True)
+        changes = {op: n for op, n in (run.result.get("changes") or {}).items() if op not in ("same", "read")}
+        self.report.check(f"an up of the unchanged fleet changes nothing {self.mode}".strip(),
+                          run.result.get("ok") and not changes, _engine_error(run) or f"changes: {changes}")
+
+    def day2(self, plan: dict, label: str, env: dict[str, str]) -> None:
+        """The operator's day-2 operations, with the engine environment of one checkpoint mode."""
+        self.mode, self.mode_env = label, env
+        try:
+            self.unchanged()
+            self.scale_one(plan)
+            self.drain_one()
+        finally:
+            self.mode, self.mode_env = "", {}
+
+    def scale_one(self, plan: dict) -> None:
+        """One more replica of the first fully scheduled deployment whose extra replica fits somewhere."""
+        stack = str(self.scenario.project.stack_file)
+        for target in [d for d in plan["deployments"] if d["scheduled"] and d["scheduled"] == d["replicas"] < 10][:8]:
+            name = f"{target['namespace']}/{target['name']}"
+            if target["name"] in self.scaled:
+                continue
+            if not self.edit("scale", "--config", stack, name, "--replicas", str(target["replicas"] + 1)):
+                return
+            if all(d["scheduled"] == d["replicas"] for d in self.scenario.plan()["deployments"]
+                   if f"{d['namespace']}/{d['name']}" == name):
+                self.scaled.add(target["name"])
+                break
+            self.edit("scale", "--config", stack, name, "--replicas", str(target["replicas"]))
+        else:
+            self.report.check("scale one deployment", False, "no deployment has room for one more replica")
+            return
+        before = {r["name"] for r in self.placement() if f"{r['namespace']}/{r['deployment']}" == name}
+        run = self.engine(f"pulumi up (scale {name} {target['replicas']} -> {target['replicas'] + 1})", "up")
+        after = {r["name"] for r in self.placement() if f"{r['namespace']}/{r['deployment']}" == name}
+        self.report.check(f"scale one deployment: one replica more, nothing else replaced or deleted {self.mode}".strip(),
+                          bool(run.result.get("ok")) and len(after) == len(before) + 1 and before <= after
+                          and not (run.result.get("changes") or {}).get("delete"),
+                          _engine_error(run) or f"replicas {sorted(before)} -> {sorted(after)}; "
+                          f"changes {run.result.get('changes')}")
+
+    def drain_one(self) -> None:
+        placed = self.placement()
+        per_cluster: dict[str, int] = {}
+        for replica in placed:
+            per_cluster[replica["cluster"]] = per_cluster.get(replica["cluster"], 0) + 1
+        # the cluster with the fewest replicas that has some: the others have the most room to take them
+        cluster = min((n, c) for c, n in per_cluster.items() if n and c not in self.drained)[1]
+        self.drained.add(cluster)
+        if not self.edit("drain", "--config", str(self.scenario.project.stack_file), "--effect", "NoExecute", cluster):
+            return
+        run = self.engine(f"pulumi up (drain {cluster} NoExecute, {per_cluster[cluster]} replicas)", "up", events=True)
+        left = [r for r in self.placement() if r["cluster"] == cluster]
+        done = [(e["seq"], e["op"], e["type"], e["urn"].rsplit("::", 1)[-1]) for e in run.result.get("events", [])
+                if e["kind"] == "done"]
+        created = [seq for seq, op, typ, name in done if op == "create" and typ.endswith((":Deployment", ":LeaderWorkerSet"))]
+        removed = [seq for seq, op, _, name in done if op == "delete" and name.startswith(f"{cluster}/")]
+        order_ok = not created or not removed or max(created) < min(removed)
+        self.report.check(f"drain {cluster} NoExecute: its replicas leave it, every replacement ready before the first "
+                          f"removal (engine event order) {self.mode}".strip(), bool(run.result.get("ok")) and not left and order_ok,
+                          _engine_error(run) or f"{len(created)} workloads created (last at event {max(created, default=None)}), "
+                          f"{len(removed)} objects removed (first at event {min(removed, default=None)}); "
+                          f"left on {cluster}: {len(left)}")
+
+    # --- the table -------------------------------------------------------------------------------------
+    def table(self) -> str:
+        floor = self.floor.seconds if self.floor else None
+        head = f"{'OPERATION':<52} {'WALL':>8} {'CHANGED':>8} {'x FLOOR':>8}  {'CPU s engine/provider/program':>30}  PEAK RSS MB engine/provider/program"
+        lines = [head]
+        for m in ([self.floor] if self.floor else []) + self.measured:
+            cpu = "/".join(f"{m.cpu.get(p, 0):.0f}" for p in PROCESSES)
+            rss = "/".join(f"{m.peak_rss.get(p, 0) / 2**20:.0f}" for p in PROCESSES)
+            ratio = f"{m.seconds / floor:.1f}" if floor and m is not self.floor else "-"
+            changed = "-" if m.changed is None else str(m.changed)
+            lines.append(f"{m.what:<52} {m.seconds:>7.1f}s {changed:>8} {ratio:>8}  {cpu:>30}  {rss}"
+                         + ("" if m.ok else "  (FAILED)"))
+        if self.floor:
+            lines.append("(floor CPU and RSS are kubectl's and helm's, under 'provider')")
+        return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True)
@@ -43,35 +203,85 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crds", type=Path, required=True)
     parser.add_argument("--clusters", type=int, default=10)
     parser.add_argument("--deployments", type=int, default=50)
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable for every engine run (e.g. PULUMI_SKIP_CHECKPOINTS=false)")
+    parser.add_argument("--modes", default="checkpoints,skip",
+                        help="the day-2 operations' engine modes, in order: checkpoints (every step saved, Pulumi's "
+                             "default), skip (PULUMI_SKIP_CHECKPOINTS=true; the program refuses it for an up that builds)")
+    parser.add_argument("--no-floor", action="store_true", help="skip the kubectl/helm floor")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args(argv)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     template = work / "Pulumi.scale.yaml"
     template.write_text(yaml.safe_dump(scale_stack(args.clusters, args.deployments), sort_keys=False))
     scenario = Scenario(work, args.bin.resolve(), args.venv.resolve(), args.crds.resolve(), template)
+    scenario.project.env.update(dict(item.split("=", 1) for item in args.env))
+    measure = ScaleRun(scenario)
     report = scenario.report
+    state: dict = {}
     try:
         scenario.start()
         plan = scenario.plan()
         scheduled = sum(d["scheduled"] for d in plan["deployments"])
-        report.note(f"{args.clusters} clusters x {args.deployments} deployments: {scheduled} replicas scheduled")
-        preview = scenario.engine("pulumi preview", "preview")
-        report.check("preview succeeds", preview.result.get("ok"))
-        up = scenario.engine("pulumi up", "up", timeout=3600)
-        report.check("up succeeds", up.result.get("ok"))
+        report.note(f"{args.clusters} clusters x {args.deployments} deployments: {scheduled} replicas scheduled; "
+                    f"engine environment {args.env or 'as the project sets it'}")
+        first_render = work / "render" / "first"
+        rendered = scenario.modelplane("render", "--config", str(scenario.project.stack_file), "--out", str(first_render))
+        if rendered.returncode != 0:
+            raise RuntimeError(f"modelplane render failed: {rendered.stderr}")
+        preview = measure.engine("pulumi preview (first)", "preview")
+        report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
+        up = measure.engine("pulumi up (first)", "up", timeout=7200)
+        report.check("up succeeds", up.result.get("ok"), _engine_error(up))
         if up.result.get("ok"):
-            scenario.second_up_changes_nothing()
+            text, state = state_weight(scenario.project.state_file())
+            report.note(text)
+            for mode in args.modes.split(","):
+                measure.day2(plan, *DAY2_MODES[mode])
         started = time.monotonic()
-        destroy = scenario.engine("pulumi destroy", "destroy", timeout=3600)
-        report.check("destroy succeeds", destroy.result.get("ok"))
+        # destroy runs no program; skipping checkpoints, an interrupted destroy leaves the state, and the next deletes again
+        measure.mode, measure.mode_env = DAY2_MODES["skip"]
+        destroy = measure.engine("pulumi destroy", "destroy", timeout=7200)
+        measure.mode, measure.mode_env = "", {}
+        report.check("destroy succeeds", destroy.result.get("ok"), _engine_error(destroy))
         report.note(f"destroy took {time.monotonic() - started:.0f} s")
+        if not args.no_floor and destroy.result.get("ok"):
+            measure.floor = run_floor(scenario, first_render)
     finally:
         memory = scenario.control_planes.peak_memory() if scenario.control_planes.endpoints else {}
         if memory:
             report.note(f"control planes: {len(memory)} processes, peak RSS {sum(memory.values()) / 2**30:.1f} GiB in all")
         scenario.close()
     print(report.summary(), flush=True)
+    print("\n" + measure.table(), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"clusters": args.clusters, "deployments": args.deployments, "env": args.env,
+                                         "state": state, "floor": measure.floor and measure.floor.__dict__,
+                                         "operations": [m.__dict__ for m in measure.measured]}, indent=1))
     return 1 if report.failed else 0
+
+
+def run_floor(scenario: Scenario, render_dir: Path) -> Measured | None:
+    """The same objects and releases as the first `up`, applied with kubectl and helm (tests/e2e/floor.py)."""
+    try:
+        from . import floor
+    except ImportError:
+        scenario.report.note("no floor: tests/e2e/floor.py is not there")
+        return None
+    kubeconfigs = floor.write_kubeconfigs({c: e.kubeconfig for c, e in scenario.control_planes.endpoints.items()},
+                                          scenario.work / "kubeconfigs")
+    try:
+        result = floor.apply_floor(render_dir, kubeconfigs, scenario.bin_dir, scenario.work / "floor")
+    except floor.FloorError as error:
+        scenario.report.check("the floor applies every object and release", False, str(error)[:600])
+        result = error.result
+    if result is None:
+        return None
+    scenario.report.note(result.summary())
+    return Measured("floor: the same objects and releases, kubectl --server-side and helm", result.wall_seconds,
+                    result.objects + result.releases, {"provider": result.cpu_seconds},
+                    {"provider": result.peak_rss_bytes})
 
 
 if __name__ == "__main__":

@@ -44,6 +44,12 @@ DEPLOYMENT = "ml-team/mock-demo"
 RUNBOOK_FORGET_RELEASES = (
     'pulumi stack --stack <stack> --show-urns | grep -o "urn:pulumi:[^ ]*helm.sh/v3:Release::<cluster>/[^ ]*" |\n'
     '  while read -r urn; do pulumi state delete --stack <stack> --yes --target-dependents "$urn" || true; done')
+# docs/runbook.md, "An `up` that was killed": what a killed update leaves (the same test keeps them equal)
+RUNBOOK_AFTER_A_KILL = (
+    'pulumi cancel --yes --stack <stack>   # the killed update\'s lock ("the stack is currently locked")\n'
+    "backend=${PULUMI_BACKEND_URL:-file://$HOME}   # the folder you logged in to (`pulumi login --local`: your home)\n"
+    "find \"${backend#file://}/.pulumi\" -name '*.attrs' -size 0 -print -delete   # a sidecar the kill left empty\n"
+    "PULUMI_SKIP_CHECKPOINTS=true pulumi refresh --clear-pending-creates --yes --skip-preview --stack <stack>")
 SAAS_TOKEN = "sk-e2e-saas-token-must-stay-secret"  # the hand-made endpoint's credential (only in a Secret on the cluster)
 
 
@@ -240,6 +246,93 @@ class Scenario:
                   f"{len(rendered.of_kind('HTTPRoute'))} routes")
         self.report.check("preview shows every object, replica, endpoint and route of the plan", not missing,
                           f"missing: {missing[:8]}" if missing else detail)
+
+    # --- a crash in the middle of an up ------------------------------------------------------------------
+    CRASH_AFTER = "ModelReplica$kubernetes:apps/v1:Deployment"  # the first replica workload: its cluster's releases are done
+
+    def crash_mid_up(self) -> None:
+        """The engine is killed (SIGKILL, no chance to save) in the middle of the first `up`; the next `up` recovers."""
+        run = self.engine("pulumi up (engine killed mid-up)", "up", kill_engine_after=1, kill_matching=self.CRASH_AFTER)
+        killed = run.result.get("killed") or {}
+        state = json.loads(self.project.state_file().read_text()) if self.project.state_file().exists() else {}
+        latest = state.get("checkpoint", {}).get("latest") or {}
+        pending = [f"{op.get('type')} {op.get('resource', {}).get('urn', '').rsplit('::', 1)[-1]}"
+                   for op in latest.get("pending_operations") or []]
+        self.crashed_pending = pending
+        self.report.check("the engine is killed in the middle of the first up", bool(killed.get("pid"))
+                          and not run.result.get("ok"),
+                          f"killed after {killed.get('after_steps')} replica workload(s), at event {killed.get('at_event')}; "
+                          f"state then held {len(latest.get('resources') or [])} resources and {len(pending)} pending "
+                          f"operations {pending[:6]}; still running after it, killed: {run.reaped or 'nothing'}")
+        self.after_a_kill_as_the_runbook_says()
+
+    def after_a_kill_as_the_runbook_says(self) -> None:
+        """docs/runbook.md's commands after a killed update, as written: the lock, an emptied `.attrs` sidecar."""
+        emptied = sorted(str(p.relative_to(self.project.state)) for p in self.project.state.rglob("*.attrs")
+                         if not p.stat().st_size)
+        step = RUNBOOK_AFTER_A_KILL.replace("<stack>", STACK)
+        shell = subprocess.run(["bash", "-c", step], cwd=self.project.dir, env=self.project.env, capture_output=True,
+                               text=True, timeout=120)
+        self.report.check("after a kill, the runbook's commands run as written", shell.returncode == 0,
+                          f"exit {shell.returncode}; empty sidecars: {emptied or 'none'}; "
+                          f"{_short(shell.stdout + shell.stderr, 400)}")
+
+    def crash_mid_day2_up(self) -> None:
+        """With PULUMI_SKIP_CHECKPOINTS (allowed: the update only changes replicas) the engine is killed once the new
+        replica's workload is created; nothing was saved, and the next `up` adopts what the killed one created."""
+        skip = {"PULUMI_SKIP_CHECKPOINTS": "true"}
+        stack = str(self.project.stack_file)
+        steps = []
+        for replicas in ("1", "2"):
+            edit = self.modelplane("scale", "--config", stack, DEPLOYMENT, "--replicas", replicas)
+            if edit.returncode != 0:
+                self.report.check("a crash mid-up while skipping checkpoints", False, _short(edit.stderr))
+                return
+            if replicas == "1":
+                steps.append(self.engine("pulumi up (mock-demo to 1, skipping checkpoints)", "up", env=skip))
+        before = self.project.state_file().read_bytes()
+        killed = self.engine("pulumi up (mock-demo to 2, skipping checkpoints, engine killed)", "up", env=skip,
+                             kill_engine_after=1, kill_matching=self.CRASH_AFTER)
+        self.crashed_pending = []
+        unchanged = self.project.state_file().read_bytes() == before
+        self.after_a_kill_as_the_runbook_says()
+        recovered = self.engine("pulumi up (after the crash, skipping checkpoints)", "up", env=skip)
+        now = self.replicas_in_clusters()
+        self.report.check(
+            "skipping checkpoints: an up killed mid-way saved nothing, and the next up converges",
+            all(r.result.get("ok") for r in steps) and bool((killed.result.get("killed") or {}).get("pid"))
+            and unchanged and recovered.result.get("ok") and sum(len(v) for v in now.values()) == 2,
+            _engine_error(recovered) or f"state {'unchanged' if unchanged else 'CHANGED'} by the killed up; "
+            f"the next up: {recovered.result.get('changes')}; replicas now {now}")
+        self.nothing_orphaned_or_duplicated("after a crash mid-up skipping checkpoints")
+
+    def nothing_orphaned_or_duplicated(self, after: str = "after a crash mid-up") -> bool:
+        """After the crash and the recovering `up`: every modelplane object on the clusters is in state, once; no pending operation."""
+        state = json.loads(self.project.state_file().read_text())["checkpoint"]["latest"]
+        names = [(r["type"].rsplit(":", 1)[-1], r["urn"].rsplit("::", 1)[-1]) for r in state.get("resources") or []]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        known = {name for _, name in names}
+        orphans = []
+        for cluster in self.cluster_names:
+            api = self.api(cluster)
+            for api_version, plural in (("apps/v1", "deployments"), ("v1", "services"), ("v1", "configmaps"),
+                                        ("discovery.k8s.io/v1", "endpointslices"),
+                                        ("gateway.networking.k8s.io/v1", "httproutes"),
+                                        ("resource.k8s.io/v1", "resourceclaimtemplates")):
+                for obj in api.list(object_path(api_version, plural), label_selector="app.kubernetes.io/managed-by=modelplane"):
+                    meta = obj["metadata"]
+                    if meta.get("ownerReferences"):
+                        continue  # a controller's (a Service's EndpointSlices copy its labels), not modelplane's
+                    name = f"{cluster}/{meta['namespace']}/{meta['name']}" if meta.get("namespace") else f"{cluster}/{meta['name']}"
+                    if name not in known:
+                        orphans.append(f"{plural} {name}")
+        pending = state.get("pending_operations") or []
+        return self.report.check(f"{after} the next up converges: nothing orphaned, nothing duplicated, "
+                                 "no pending operation", not orphans and not duplicated and not pending,
+                                 f"orphans {orphans[:6]}, duplicated {duplicated[:6]}, pending {len(pending)}"
+                                 if orphans or duplicated or pending else
+                                 f"{len(names)} resources in state, each once; the crash had left "
+                                 f"{len(self.crashed_pending)} pending operations")
 
     def up_creates_everything(self, rendered: Rendered) -> bool:
         run = self.engine("pulumi up (create)", "up")
@@ -517,7 +610,8 @@ class Scenario:
             rendered = self.render("first")
             self.envoy_makes_the_front_door_promised("first")
             self.preview_shows_the_plan(rendered, plan)
-            if self.up_creates_everything(rendered):
+            self.crash_mid_up()
+            if self.up_creates_everything(rendered) and self.nothing_orphaned_or_duplicated():
                 self.second_up_changes_nothing()
                 self.dra_allocation(plan)
                 self.report.check(*gangs_on_real_nodes(plan, self.api))
@@ -526,6 +620,7 @@ class Scenario:
                 self.secrets_stay_secret()
                 self.selectors_agree()
                 self.packing_agrees()
+                self.crash_mid_day2_up()
                 self.drain_story()
                 tiers_story.run(self)  # preference tiers on their own pools; removes its deployments at the end
                 self.cluster_goes_away()
