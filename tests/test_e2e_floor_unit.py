@@ -158,10 +158,11 @@ def test_placeholder_values_by_name():
 
 def test_chart_crds_reads_the_crds_folder_only(steps):
     charts = {r.name: r.chart for r in steps["gpu-eu-west"].releases}
-    assert chart_crds(charts["mp-lws"]) == ["leaderworkersets.leaderworkerset.x-k8s.io"]
+    assert chart_crds(charts["mp-lws"]) == ("leaderworkersets.leaderworkerset.x-k8s.io",)
     assert "gateways.gateway.networking.k8s.io" in chart_crds(charts["mp-gateway-helm"])
-    assert chart_crds(charts["mp-ai-gateway-crds-helm"]) == []  # its CRD is a template: helm uninstall removes it
-    assert chart_crds(charts["mp-dra-example-driver"]) == []
+    assert chart_crds(charts["mp-ai-gateway-crds-helm"]) == ()  # its CRD is a template: helm uninstall removes it
+    assert chart_crds(charts["mp-dra-example-driver"]) == ()
+    assert all(r.crds == chart_crds(r.chart) for r in steps["gpu-eu-west"].releases)
 
 
 class FakeTools:

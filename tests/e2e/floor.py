@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import re
@@ -96,6 +97,7 @@ class Release:
     version: str
     values: dict[str, Any]
     depends_on: tuple[str, ...] = ()
+    crds: tuple[str, ...] = ()  # the chart's `crds/` (Helm installs them and never removes them)
 
 
 @dataclass(frozen=True)
@@ -138,12 +140,11 @@ def cluster_steps(folder: Path, mirror: Path | None = None) -> ClusterSteps:
     for manifest in _yaml_list(meta / "remote-manifests.yaml"):
         path = manifest_path(manifest, mirror)
         steps.manifests.append(path)
-        steps.crds += [d["metadata"]["name"] for d in yaml.safe_load_all(path.read_text())
-                       if d and d.get("kind") == "CustomResourceDefinition"]
+        steps.crds += _crd_names(path.read_bytes())
     for r in _yaml_list(meta / "helm-releases.yaml"):
         chart = chart_path(r, mirror)
         steps.releases.append(Release(r["name"], r["namespace"], chart, str(r["version"]), r.get("values") or {},
-                                      tuple(r.get("dependsOn") or ())))
+                                      tuple(r.get("dependsOn") or ()), tuple(chart_crds(chart))))
     steps.placeholders = [Placeholder(p["name"], p["renderedAs"]) for p in _yaml_list(meta / "placeholders.yaml")]
     addresses = [p.token for p in steps.placeholders if p.name.endswith(".gatewayAddress")]
     late = False
@@ -579,7 +580,7 @@ def _delete_cluster(steps: ClusterSteps, before: set[str], tools: Tools, timeout
     for release in reversed(steps.releases):
         tools.helm("uninstall", release.name, "--namespace", release.namespace, "--ignore-not-found", "--wait=legacy",
                    f"--timeout={timeout:.0f}s", timeout=timeout + 60)
-    crds = [n for n in dict.fromkeys([*steps.crds, *(c for r in steps.releases for c in chart_crds(r.chart))])
+    crds = [n for n in dict.fromkeys([*steps.crds, *(c for r in steps.releases for c in r.crds)])
             if f"customresourcedefinition.apiextensions.k8s.io/{n}" not in before]
     if crds:
         tools.kubectl("delete", "--ignore-not-found", f"--timeout={timeout:.0f}s",
@@ -595,18 +596,25 @@ def _delete_cluster(steps: ClusterSteps, before: set[str], tools: Tools, timeout
     return len(namespaces), len(crds)
 
 
-def chart_crds(chart: str) -> list[str]:
+@functools.cache
+def chart_crds(chart: str) -> tuple[str, ...]:
     """The CRD names in a local chart archive's `crds/` folder (installed by Helm, never removed by it)."""
-    names = []
+    names: list[str] = []
     with tarfile.open(chart) as tar:
         for member in tar.getmembers():
             parts = member.name.split("/")
             if member.isfile() and len(parts) == 3 and parts[1] == "crds" and parts[2].endswith((".yaml", ".yml")):
                 data = tar.extractfile(member)
                 assert data is not None
-                names += [d["metadata"]["name"] for d in yaml.safe_load_all(data.read())
-                          if d and d.get("kind") == "CustomResourceDefinition"]
-    return names
+                names += _crd_names(data.read())
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=64)
+def _crd_names(text: bytes) -> tuple[str, ...]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # CRD files run to megabytes
+    return tuple(d["metadata"]["name"] for d in yaml.load_all(text, Loader=loader)
+                 if d and d.get("kind") == "CustomResourceDefinition")
 
 
 def write_kubeconfigs(kubeconfigs: Mapping[str, str], folder: Path) -> dict[str, Path]:
