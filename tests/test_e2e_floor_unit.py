@@ -211,6 +211,9 @@ def test_apply_floor_runs_each_cluster_in_the_programs_order(rendered, tmp_path,
             assert all(installed.index(d) < installed.index(release.name) for d in release.depends_on)
         helm = next(args for tool, args in commands if tool == "helm")
         assert {"--create-namespace", "--wait=legacy", "--timeout=900s", "--rollback-on-failure"} <= set(helm)
+        gateway = next(str(i.path) for i in steps[cluster].objects if i.obj["kind"] == "Gateway")
+        assert sum(1 for tool, args in commands if args[0] == "wait" and gateway in args) == 1  # awaited once
+        assert result.clusters[cluster].awaited == sum(1 for i in steps[cluster].all_objects() if awaits(i.obj))
         apply = commands[last_helm + 1][1]
         assert {"--server-side", "--field-manager=modelplane-floor"} <= set(apply)
         assert apply.count("-f") == len(steps[cluster].objects)

@@ -439,7 +439,7 @@ def _apply_cluster(steps: ClusterSteps, tools: Tools, report: ClusterReport, fle
         fleet.addresses[steps.cluster] = tools.kubectl(
             "wait", f"--for={GATEWAY_ADDRESS}", f"--timeout={WORKLOAD_TIMEOUT}s", "-o",
             "jsonpath={.status.addresses[0].value}", *_dash_f(gateway), timeout=WORKLOAD_TIMEOUT + 60).strip()
-    report.awaited += _await(steps.objects, rest, tools)
+    report.awaited += len(gateway) + _await(steps.objects, rest, tools, skip=set(gateway))
     lap("awaits")
     if steps.after_fleet:
         for other in steps.waits_for_clusters:
@@ -484,16 +484,16 @@ def _install_releases(releases: Sequence[Release], tools: Tools, report: Cluster
         raise FloorError("; ".join(errors))
 
 
-def _await(items: Sequence[ObjectFile], files: Sequence[Path], tools: Tools) -> int:
-    """`kubectl wait` per await condition over the objects that have it; returns how many were awaited."""
+def _await(items: Sequence[ObjectFile], files: Sequence[Path], tools: Tools, skip: set[Path] | None = None) -> int:
+    """`kubectl wait` per await condition over the objects that have it (but `skip`); returns how many it awaited."""
     by_condition: dict[str, list[Path]] = {}
     for item, path in zip(items, files, strict=True):
-        for condition in awaits(item.obj):
+        for condition in awaits(item.obj) if path not in (skip or set()) else ():
             by_condition.setdefault(condition, []).append(path)
     for condition, paths in by_condition.items():
         tools.kubectl("wait", f"--for={condition}", f"--timeout={WORKLOAD_TIMEOUT}s", *_dash_f(paths),
                       timeout=WORKLOAD_TIMEOUT + 60)
-    return sum(1 for item in items if awaits(item.obj))
+    return len({path for paths in by_condition.values() for path in paths})
 
 
 def _files(items: Sequence[ObjectFile], steps: ClusterSteps, values: Mapping[str, str], addresses: Mapping[str, str],
