@@ -171,7 +171,7 @@ class FakeTools:
     log: list[tuple[str, str, tuple[str, ...]]] = []
     lock = threading.Lock()
 
-    def __init__(self, bin_dir, kubeconfig, home, meter):
+    def __init__(self, bin_dir, kubeconfig, home, meter, limit=None):
         self.cluster = Path(kubeconfig).name
         self.env = {"HOME": str(home)}
         home.mkdir(parents=True, exist_ok=True)
@@ -267,3 +267,19 @@ def test_delete_floor_removes_objects_releases_new_crds_and_namespaces(rendered,
     namespaces = eu[-1][1]
     assert "namespace/ml-team" not in namespaces and "namespace/modelplane-system" in namespaces
     assert "namespace/cert-manager" in namespaces and "--for=delete" in namespaces
+
+
+def test_max_processes_is_one_limit_for_the_whole_fleet(rendered, tmp_path, monkeypatch):
+    limits = []
+
+    class Limited(FakeTools):
+        def __init__(self, bin_dir, kubeconfig, home, meter, limit=None):
+            super().__init__(bin_dir, kubeconfig, home, meter, limit)
+            limits.append(limit)
+
+    monkeypatch.setattr(floor, "Tools", Limited)
+    kubeconfigs = {c: tmp_path / c for c in ["control", *WORKLOAD_CLUSTERS]}
+    floor.apply_floor(rendered, kubeconfigs, tmp_path / "bin", tmp_path / "work", max_processes=2,
+                      values={"modelplane:modelEndpoints.ml-team.saas.auth.token": "t"})
+    timed = [limit for limit in limits if limit is not None]
+    assert len(timed) == 3 and all(limit is timed[0] for limit in timed)

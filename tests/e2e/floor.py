@@ -275,8 +275,10 @@ class Meter:
 class Tools:
     """kubectl and helm of `bin_dir` for one cluster, with HOME (their caches) under `home`."""
 
-    def __init__(self, bin_dir: Path, kubeconfig: Path, home: Path, meter: Meter) -> None:
+    def __init__(self, bin_dir: Path, kubeconfig: Path, home: Path, meter: Meter,
+                 limit: threading.Semaphore | None = None) -> None:
         self.bin_dir, self.kubeconfig, self.meter = bin_dir, kubeconfig, meter
+        self.limit = limit or contextlib.nullcontext()  # at most so many children at once, fleet-wide
         home.mkdir(parents=True, exist_ok=True)
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(home),
                     "HELM_CACHE_HOME": str(home / "helm-cache"), "HELM_CONFIG_HOME": str(home / "helm-config"),
@@ -291,7 +293,7 @@ class Tools:
 
     def run(self, tool: str, argv: list[str], timeout: float) -> str:
         """Run `argv`, add its own CPU time and peak RSS to the meter; its stdout, or FloorError with its stderr."""
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        with self.limit, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=self.env,
                                     start_new_session=True)
             timer = threading.Timer(timeout, _kill_group, (proc.pid,))
@@ -360,14 +362,16 @@ class _Fleet:
 
 
 def apply_floor(render_dir: Path, kubeconfigs: Mapping[str, Path], bin_dir: Path, work: Path | None = None, *,
-                mirror: Path | None = None, values: Mapping[str, str] | None = None, parallel: bool = True
-                ) -> FloorResult:
+                mirror: Path | None = None, values: Mapping[str, str] | None = None, parallel: bool = True,
+                max_processes: int | None = None) -> FloorResult:
     """Apply the render folder's clusters as `pulumi up` does (module docstring); raises FloorError on a failure.
 
     `kubeconfigs`: cluster -> admin kubeconfig file; `work`: scratch for kubectl/helm homes and filled-in
     objects (default: `<render_dir>/../floor`); `mirror`: the folder mirror, only for a render made without
     one; `values`: placeholder name -> value (secrets, deploy-time values); `parallel=False` applies
-    the clusters one after another (the workload clusters first).
+    the clusters one after another (the workload clusters first), their releases one at a time;
+    `max_processes` bounds the kubectl and helm children running at once, fleet-wide (a `kubectl wait`
+    holds its slot while it waits, as an awaited resource holds one of the engine's `--parallel` slots).
     """
     steps = read_steps(render_dir, mirror)
     work = (work or render_dir.parent / "floor").resolve()
@@ -376,7 +380,8 @@ def apply_floor(render_dir: Path, kubeconfigs: Mapping[str, Path], bin_dir: Path
         raise FloorError(f"no kubeconfig for {', '.join(missing)}")
     meter, fleet = Meter(), _Fleet(list(steps))
     reports = {c: ClusterReport(c) for c in steps}
-    tools = {c: Tools(bin_dir, kubeconfigs[c], work / "home" / c, meter) for c in steps}
+    limit = threading.BoundedSemaphore(max_processes) if max_processes else None
+    tools = {c: Tools(bin_dir, kubeconfigs[c], work / "home" / c, meter, limit) for c in steps}
     for cluster, report in reports.items():  # outside the timed window and the meter
         report.before = set(Tools(bin_dir, kubeconfigs[cluster], work / "home" / cluster, Meter())
                             .kubectl("get", "crd,namespace", "-o", "name").split())
@@ -640,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=10)
     parser.add_argument("--deployments", type=int, default=50)
     parser.add_argument("--serial", action="store_true", help="one cluster, one release at a time")
+    parser.add_argument("--max-processes", type=int, help="at most so many kubectl/helm children at once")
     args = parser.parse_args(argv)
     from modelplane.render.fleet import cluster_stacks
 
@@ -676,7 +682,8 @@ def main(argv: list[str] | None = None) -> int:
         kubeconfigs = write_kubeconfigs({c: e.kubeconfig for c, e in scenario.control_planes.endpoints.items()},
                                         work / "kubeconfigs")
         try:
-            result = apply_floor(out, kubeconfigs, scenario.bin_dir, work / "floor", parallel=not args.serial)
+            result = apply_floor(out, kubeconfigs, scenario.bin_dir, work / "floor", parallel=not args.serial,
+                                 max_processes=args.max_processes)
         except FloorError as error:
             report.check("the floor applies every object and release", False, str(error)[:600])
             result = error.result
