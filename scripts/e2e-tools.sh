@@ -30,6 +30,10 @@ EGCTL_VERSION=v1.8.1                          # = servingStack.versions.envoyGat
 EGCTL_COMMIT=097ab899b9d041452d02f15d738514eda10ea21b   # tag v1.8.1 (the proxy's Origin), for `egctl version`
 LWS_VERSION=v0.8.0                            # = servingStack.versions.leaderWorkerSet (its CRD is the pinned one)
 LWS_COMMIT=fc19b9ae9b0113d228ba15f4b62b06bea434b510    # tag v0.8.0 (the proxy's Origin), for `--version`
+# kubectl: the control plane's KUBERNETES_VERSION (client and server of one release, no version skew
+# in the floor); built in a module of its own so adding it rebuilt none of the binaries above.
+HELM_VERSION=v4.3.2                           # helm v4 (newest the proxy serves; v4 is current upstream, v3 is
+                                              # in maintenance); its own module: it brings k8s.io/* v0.37.2
 
 if [[ ${1:-} == --print ]]; then echo "$BIN"; exit 0; fi
 
@@ -139,6 +143,43 @@ build_lws() {
   stamp lws-controller "$LWS_VERSION"
 }
 
+build_kubectl() {
+  local v=v$KUBERNETES_VERSION staging=v0.${KUBERNETES_VERSION#1.}
+  have kubectl "$v" && return
+  step "kubectl $v"
+  module kubectl
+  # the same staging-module mapping as build_kubernetes (k8s.io/kubernetes requires them at v0.0.0)
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$v" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*#\1#p' "$gomod"); do
+    go mod edit -replace="$m=$m@$staging"
+  done
+  go mod edit -require="k8s.io/kubernetes@$v"
+  tools_go k8s.io/kubernetes/cmd/kubectl
+  go mod tidy
+  # `kubectl version` reads client-go's version; the shared flag parsing reads component-base's: set both
+  local minor=${KUBERNETES_VERSION#1.} ld="-s -w" V; minor=${minor%%.*}
+  for V in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $V.gitVersion=$v -X $V.gitMajor=1 -X $V.gitMinor=$minor -X $V.gitTreeState=clean"
+  done
+  go build -trimpath -ldflags "$ld" -o "$BIN/kubectl" k8s.io/kubernetes/cmd/kubectl
+  stamp kubectl "$v"
+}
+
+build_helm() {
+  have helm "$HELM_VERSION" && return
+  step "helm $HELM_VERSION"
+  module helm
+  # a plain dependency: helm's go.mod has no replace directives
+  go get "helm.sh/helm/v4@$HELM_VERSION" >/dev/null
+  tools_go helm.sh/helm/v4/cmd/helm
+  go mod tidy
+  local V=helm.sh/helm/v4/internal/version
+  go build -trimpath -ldflags "-s -w -X $V.version=$HELM_VERSION -X $V.gitTreeState=clean" \
+    -o "$BIN/helm" helm.sh/helm/v4/cmd/helm
+  stamp helm "$HELM_VERSION"
+}
+
 start=$SECONDS
 build_etcd
 build_kubernetes
@@ -146,10 +187,12 @@ build_pulumi
 build_kubernetes_provider
 build_egctl
 build_lws
+build_kubectl
+build_helm
 
 step "built ${#built[@]} in $((SECONDS - start)) s into $BIN"
 for b in pulumi pulumi-resource-kubernetes etcd kube-apiserver kube-controller-manager kube-scheduler egctl \
-         lws-controller; do
+         lws-controller kubectl helm; do
   printf '  %-28s %s\n' "$b" "$(cat "$BIN/.$b.version")"
 done
 du -sh "$BIN" | sed 's/^/  bin: /'
