@@ -12,8 +12,8 @@ fleet, `modelplane scale` of one deployment then `up`, `modelplane drain <cluste
 then `up` (make-before-break checked in the engine's event order), and `destroy`. Each prints its
 wall time, the resources it changed, the CPU seconds and peak RSS of the engine, the providers and the
 program, and its ratio to the **floor**: the first `up`'s rendered objects and Helm releases applied
-straight to the same fleet with `kubectl apply --server-side` and `helm` (tests/e2e/floor.py), after
-the destroy. The state file is weighed after the first `up`: bytes per resource, and by type.
+straight to the same fresh fleet with `kubectl apply --server-side` and `helm` (tests/e2e/floor.py),
+then removed, before the first preview. The state file is weighed after the first `up`: bytes per resource, and by type.
 """
 from __future__ import annotations
 
@@ -230,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         rendered = scenario.modelplane("render", "--config", str(scenario.project.stack_file), "--out", str(first_render))
         if rendered.returncode != 0:
             raise RuntimeError(f"modelplane render failed: {rendered.stderr}")
+        if not args.no_floor:
+            # on the fresh fleet, then removed: after a destroy the charts' CRDs and namespaces would still be there
+            measure.floor = run_floor(scenario, first_render)
         preview = measure.engine("pulumi preview (first)", "preview")
         report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
         up = measure.engine("pulumi up (first)", "up", timeout=7200)
@@ -246,8 +249,6 @@ def main(argv: list[str] | None = None) -> int:
         measure.mode, measure.mode_env = "", {}
         report.check("destroy succeeds", destroy.result.get("ok"), _engine_error(destroy))
         report.note(f"destroy took {time.monotonic() - started:.0f} s")
-        if not args.no_floor and destroy.result.get("ok"):
-            measure.floor = run_floor(scenario, first_render)
     finally:
         memory = scenario.control_planes.peak_memory() if scenario.control_planes.endpoints else {}
         if memory:
@@ -279,6 +280,8 @@ def run_floor(scenario: Scenario, render_dir: Path) -> Measured | None:
     if result is None:
         return None
     scenario.report.note(result.summary())
+    deleted = floor.delete_floor(result, kubeconfigs, scenario.bin_dir)
+    scenario.report.note(f"the floor removed again: {deleted.summary()}")
     return Measured("floor: the same objects and releases, kubectl --server-side and helm", result.wall_seconds,
                     result.objects + result.releases, {"provider": result.cpu_seconds},
                     {"provider": result.peak_rss_bytes})

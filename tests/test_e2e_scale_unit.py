@@ -1,0 +1,38 @@
+"""The scale measurement's own arithmetic (tests/e2e/scale.py), without a fleet: state weight, the table's ratios."""
+from __future__ import annotations
+
+import json
+
+from e2e.pulumi_cli import MemorySampler
+from e2e.scale import Measured, ScaleRun, state_weight
+
+
+def test_state_weight_is_per_resource_and_by_type(tmp_path):
+    resources = [{"urn": f"urn:{i}", "type": "kubernetes:apps/v1:Deployment", "inputs": {"x": "y" * 900}} for i in range(3)]
+    resources.append({"urn": "urn:ns", "type": "kubernetes:core/v1:Namespace"})
+    state = tmp_path / "e2e.json"
+    state.write_text(json.dumps({"checkpoint": {"latest": {"resources": resources}}}))
+    text, weight = state_weight(state)
+    assert weight["resources"] == 4 and weight["bytes"] == state.stat().st_size
+    assert weight["by_type"]["kubernetes:apps/v1:Deployment"]["count"] == 3
+    first = text.splitlines()[1]
+    assert first.split()[0] == "Deployment" and first.split()[1] == "3"  # the heaviest type first
+
+
+def test_the_table_gives_each_operation_as_a_ratio_to_the_floor():
+    run = ScaleRun.__new__(ScaleRun)
+    run.floor = Measured("floor", 20.0, 100, {"provider": 5.0}, {"provider": 2**20 * 90})
+    run.measured = [Measured("pulumi up (first)", 60.0, 100, {"engine (pulumi)": 12.0, "provider": 3.0,
+                                                                "program (python)": 4.0}, {}),
+                    Measured("pulumi up (no changes)", 10.0, 0, {}, {}, ok=False)]
+    lines = run.table().splitlines()
+    first = next(line for line in lines if line.startswith("pulumi up (first)"))
+    assert "60.0s" in first and " 3.0 " in first and "12/3/4" in first
+    assert next(line for line in lines if line.startswith("floor")).split()[-1] == "0/90/0"
+    assert lines[-2].endswith("(FAILED)") and " 0.5 " in lines[-2]
+
+
+def test_cpu_is_summed_over_every_process_of_a_name():
+    sampler = MemorySampler(0)
+    sampler.cpu_of = {1: ("provider", 1.5), 2: ("provider", 2.0), 3: ("engine (pulumi)", 4.0)}
+    assert sampler.cpu == {"provider": 3.5, "engine (pulumi)": 4.0}
