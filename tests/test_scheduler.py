@@ -211,10 +211,12 @@ def test_cluster_selector_and_cache_footprint():
                            "clusterSelector": {"matchLabels": {"tier": "gold"}}}}}
     d = deployment(replicas=2, clusterSelector={"matchLabels": {"region": "eu"}}, modelCacheRef={"name": "w"})
     result = plan(clusters, {"ml": {"d": d}}, modelCaches=caches)
-    assert [c for c, _, _ in where(result)] == ["a", "a"]
-    verdicts = {v.cluster: v.primary.code for v in result.explain(NamespacedName("ml", "d")).verdicts if v.primary}
-    assert verdicts == {"a": "InsufficientCapacity", "b": "OutsideCacheFootprint", "c": "NotSelected"} or \
-        verdicts == {"b": "OutsideCacheFootprint", "c": "NotSelected"}
+    assert where(result) == [("a", 0, ("p",)), ("a", 1, ("p",))]  # b is selected but holds no copy of the cache
+    explanation = result.explain(NamespacedName("ml", "d"))
+    verdicts = {v.cluster: (v.available, v.hosts, v.primary and v.primary.code) for v in explanation.verdicts}
+    assert verdicts == {"a": (True, 2, None), "b": (False, 0, "OutsideCacheFootprint"), "c": (False, 0, "NotSelected")}
+    assert explanation.summary == \
+        "1/3 clusters are available: 1 not matched by clusterSelector, 1 outside the ModelCache footprint"
 
 
 def test_identity_includes_the_namespace():
