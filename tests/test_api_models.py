@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from builders import GPU_CLASS, deployment, member
+from builders import GPU_CLASS, demo_deployment, demo_member
 from modelplane.api import InferenceClass, InferenceCluster, ModelDeployment, ServingStack
 from modelplane.api.inference_cluster import DEFAULT_KIND_NODE_IMAGE
 from modelplane.api.model_deployment import Toleration
@@ -52,17 +52,17 @@ def test_cloud_defaults_follow_the_reference():
 
 
 def test_deployment_defaults():
-    d = ModelDeployment.model_validate(deployment(replicas=3))
+    d = ModelDeployment.model_validate(demo_deployment(replicas=3))
     engine = d.spec.engines[0]
     assert (d.replicas, engine.copies, engine.members[0].role, d.spec.serving_mode) == (3, 1, "Standalone", "Unified")
     assert engine.members[0].node_selector.devices[0].count == 1
 
 
 def test_worker_pods_default_to_one_without_a_worker_block():
-    d = ModelDeployment.model_validate(deployment(members=[member("Leader"), member("Worker", cel=None)]))
+    d = ModelDeployment.model_validate(demo_deployment(members=[demo_member("Leader"), demo_member("Worker", cel=None)]))
     leader, worker = d.spec.engines[0].members
     assert (leader.pods, worker.pods) == (1, 1)
-    d = ModelDeployment.model_validate(deployment(members=[member("Leader"), member("Worker", worker={"nodes": 3})]))
+    d = ModelDeployment.model_validate(demo_deployment(members=[demo_member("Leader"), demo_member("Worker", worker={"nodes": 3})]))
     assert d.spec.engines[0].members[1].pods == 3
 
 
@@ -89,6 +89,6 @@ def test_serving_stack_layers_merge_field_by_field():
 
 
 def test_models_are_immutable():
-    d = ModelDeployment.model_validate(deployment())
+    d = ModelDeployment.model_validate(demo_deployment())
     with pytest.raises(ValidationError):
         d.replicas = 5

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from builders import CLASSES, cluster, deployment, member
 from modelplane.api import load_fleet
 from modelplane.scheduling import filters
 from modelplane.scheduling.document import DocEngine, DocMember, DocReplica
@@ -14,7 +15,6 @@ from modelplane.scheduling.fit import Fit, Ledger
 from modelplane.scheduling.matching import Matcher
 from modelplane.scheduling.packing import DevicePacking, WholeNodePacking
 from modelplane.scheduling.snapshot import clusters_of, workloads_of
-from test_scheduler import CLASSES, cluster, deployment, member
 
 
 def built(clusters: dict, spec: dict, caches: dict | None = None):

@@ -1,5 +1,6 @@
 """The walls between layers: the pure core never imports Pulumi, the CLI never imports infra, `cel` imports
-nothing else of modelplane, `api` only `cel`, and no modules import each other in a cycle (not even in a function)."""
+nothing else of modelplane, `api` only `cel`, and no modules import each other in a cycle (not even in a function).
+And in tests/: no test module imports another test module or conftest (helpers live in modules of their own)."""
 from __future__ import annotations
 
 import ast
@@ -9,35 +10,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "modelplane"
+from source_imports import PACKAGE, imports_of, module_name
+
 PURE = ["cel", "api", "devices", "scheduling", "render"]
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports_of(path: Path) -> set[str]:
-    """Every module `path` imports, anywhere in the file (inside functions and `if TYPE_CHECKING:` too).
-
-    `from package import name` also yields `package.name`: a module, when `name` is one."""
-    tree = ast.parse(path.read_text())
-    package = module_name(path).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:  # relative: resolve against the file's package
-                base = package[:len(package) - node.level + 1]
-                module = ".".join(base + ([module] if module else []))
-            found.add(module)
-            found |= {f"{module}.{alias.name}" for alias in node.names}
-    return found
 
 
 def modules(layer: str) -> list[Path]:
@@ -151,9 +126,8 @@ def test_no_import_cycles():
     assert not cycles, "\n".join(shown)
 
 
-# Rooms that hold one thing (issue 28). cel/ is a port of cel-go's own structure; mock_engine.py is
-# inlined byte for byte into stacks/Pulumi.demo.yaml, so it changes only together with that stack.
-SIZE_EXEMPT = ("cel/", "mock_engine.py")
+# Rooms that hold one thing (issue 28). cel/ is a port of cel-go's own structure.
+SIZE_EXEMPT = ("cel/",)
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 60
 
 
@@ -175,3 +149,30 @@ def test_a_function_over_60_lines_says_why_in_its_docstring():
                 if length > MAX_FUNCTION_LINES and "Long: " not in (ast.get_docstring(node) or ""):
                     unexplained.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({length} lines)")
     assert not unexplained, "split these, or say why not in the docstring ('Long: ...'): " + ", ".join(unexplained)
+
+
+TESTS = PACKAGE.parent / "tests"
+
+
+def imported_test_modules(path: Path) -> set[str]:
+    """The test modules (`test_*`) and conftest that `path` imports: by an import statement anywhere in the file,
+    or by name (`__import__("test_x")`, `importlib.import_module("test_x")`)."""
+    names = imports_of(path)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str) and ast.unparse(node.func) in ("__import__", "importlib.import_module"):
+            names.add(node.args[0].value)
+    return {name for name in names if name.split(".")[0].startswith("test_") or name.split(".")[0] == "conftest"}
+
+
+def test_the_import_check_sees_test_modules_however_imported(tmp_path):
+    sample = tmp_path / "test_sample.py"
+    sample.write_text("import builders\nfrom conftest import MOCKS\ndef f():\n    from test_scheduler import plan\n"
+                      "x = __import__('test_scheduler').CLASSES\n")
+    assert imported_test_modules(sample) == {"conftest", "conftest.MOCKS", "test_scheduler", "test_scheduler.plan"}
+
+
+def test_no_test_module_imports_another_test_module_or_conftest():
+    found = {f"{path.relative_to(TESTS)}: {', '.join(sorted(names))}"
+             for path in sorted(TESTS.rglob("*.py")) if (names := imported_test_modules(path))}
+    assert not found, "move what they share into a helper module (tests/builders.py, ...): " + "; ".join(sorted(found))

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from builders import cluster, deployment, fleet_config, member
+from builders import demo_cluster, demo_deployment, demo_member, fleet_config
 from modelplane.api import ConfigError, NamespacedName, SecretValue, load_fleet
 from modelplane.api.stackfile import read_stack_file
 
@@ -18,7 +18,7 @@ def issues_of(config: dict) -> list[str]:
 
 def test_a_valid_fleet_loads_with_namespaced_identity():
     config = fleet_config()
-    config["modelDeployments"]["research"] = {"mock-demo": deployment(replicas=1)}
+    config["modelDeployments"]["research"] = {"mock-demo": demo_deployment(replicas=1)}
     fleet = load_fleet(config)
     assert set(fleet.model_deployments) == {NamespacedName("ml-team", "mock-demo"), NamespacedName("research", "mock-demo")}
     assert fleet.counts()["ModelDeployment"] == 2
@@ -27,7 +27,7 @@ def test_a_valid_fleet_loads_with_namespaced_identity():
 
 def test_every_bad_entity_is_reported_not_only_the_first():
     config = fleet_config()
-    config["modelDeployments"]["ml-team"]["second"] = deployment(replicas=-1)
+    config["modelDeployments"]["ml-team"]["second"] = demo_deployment(replicas=-1)
     config["modelDeployments"]["ml-team"]["mock-demo"]["replicas"] = 11
     config["inferenceClusters"]["gpu-eu-west"]["nodePools"][0]["className"] = "synthetic-gpus"
     found = issues_of(config)
@@ -39,7 +39,7 @@ def test_every_bad_entity_is_reported_not_only_the_first():
 
 
 def test_rule_violations_point_at_the_field_inside_the_object():
-    config = fleet_config(modelDeployments={"ml-team": {"mock-demo": deployment(members=[member(worker={"nodes": 2})])}})
+    config = fleet_config(modelDeployments={"ml-team": {"mock-demo": demo_deployment(members=[demo_member(worker={"nodes": 2})])}})
     assert issues_of(config) == ["modelplane:modelDeployments.ml-team.mock-demo.template.spec.engines[0].members[0].worker: "
                                  "is only allowed on a member with role Worker"]
 
@@ -71,7 +71,7 @@ def test_owned_container_fields_explain_why():
 
 
 def test_cel_that_does_not_parse_is_reported_with_position():
-    config = fleet_config(modelDeployments={"ml-team": {"mock-demo": deployment(members=[member(cel="device.driver ==")])}})
+    config = fleet_config(modelDeployments={"ml-team": {"mock-demo": demo_deployment(members=[demo_member(cel="device.driver ==")])}})
     [found] = issues_of(config)
     assert found.startswith("modelplane:modelDeployments.ml-team.mock-demo.template.spec.engines[0].members[0]"
                             ".nodeSelector.devices[0].selectors[0].cel: CEL syntax error at line 1, column 15")
@@ -161,7 +161,7 @@ def test_same_named_cluster_and_gateway_cluster_clash():
 
 
 def test_cloud_pools_need_a_class_that_provisions_on_that_cloud():
-    config = fleet_config(inferenceClusters={"aws": cluster(
+    config = fleet_config(inferenceClusters={"aws": demo_cluster(
         cluster={"source": "EKS", "eks": {"region": "us-east-1"}}, nodePools=[
             {"name": "gpu", "className": "synthetic-gpu", "zones": ["us-east-1a"]}])})
     [found] = issues_of(config)
@@ -170,7 +170,7 @@ def test_cloud_pools_need_a_class_that_provisions_on_that_cloud():
 
 def test_a_pasted_kubernetes_manifest_is_explained():
     manifest = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
-                "metadata": {"name": "mock-demo", "namespace": "ml-team"}, "spec": deployment()}
+                "metadata": {"name": "mock-demo", "namespace": "ml-team"}, "spec": demo_deployment()}
     [found] = issues_of(fleet_config(modelDeployments={"ml-team": {"mock-demo": manifest}}))
     assert found.startswith("modelplane:modelDeployments.ml-team.mock-demo: looks like a Kubernetes manifest; "
                             "in stack config write only what is under its `spec:` here")

@@ -12,7 +12,7 @@ import hashlib
 
 import pytest
 
-from builders import fleet_config
+from builders import CLASSES, cluster, deployment, fleet_config, member, plan
 from modelplane.api import ConfigError, NamespacedName, load_fleet
 from modelplane.cel import selector_problem
 from modelplane.devices.evaluation import evaluate
@@ -22,7 +22,6 @@ from modelplane.scheduling.names import NameBook, replica_name
 from modelplane.status.kubeconfig import parse_kubeconfig
 from modelplane.status.live import read_cluster
 from modelplane.status.probe import ProbeTarget, probe
-from test_scheduler import CLASSES, cluster, deployment, member, plan
 from status_fakes import NAMESPACE, US, kubeconfig_text
 from status_fakes import Hostile, answer
 

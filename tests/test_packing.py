@@ -10,15 +10,17 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
+from builders import CLASSES, cluster, deployment, member, plan, status, where
+from doc_examples import REPO, doc_block, modelplane
 from modelplane import views
 from modelplane.api import NamespacedName
 from modelplane.scheduling.packing import DevicePacking
 from modelplane.scheduling.snapshot import DeviceKind, Pool
-from test_scheduler import cluster, deployment, member, plan, status, where
+from scheduler_oracle import packable
 
 EIGHT = {"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com", "count": 8,
          "capacity": {"memory": {"value": "80Gi"}}}
-CLASSES = {
+PACKING_CLASSES = {
     "eight": {"devices": [EIGHT]},
     "three": {"devices": [{**EIGHT, "count": 3}]},
     "eight-ib": {"devices": [EIGHT, {"name": "nic", "claim": "Synthetic", "driver": "nic.example.com",
@@ -27,27 +29,12 @@ CLASSES = {
 
 
 def devices(clusters: dict, deployments: dict, previous=None, packing="DeviceGranular", **extra):
-    classes = {**__import__("test_scheduler").CLASSES, **CLASSES}
+    classes = {**CLASSES, **PACKING_CLASSES}
     return plan(clusters, deployments, previous, inferenceClasses=classes, scheduling={"packing": packing}, **extra)
 
 
 def solo(count: int, replicas: int = 1, copies: int = 1) -> dict:
     return deployment(replicas=replicas, copies=copies, members=[member(count=count)])
-
-
-def packable(per_node: int, nodes: int, sizes: list[int]) -> bool:
-    """Brute force: every way to put pods of these sizes on `nodes` nodes of `per_node` devices."""
-    def place(i: int, loads: list[int]) -> bool:
-        if i == len(sizes):
-            return True
-        for n in range(nodes):
-            if loads[n] + sizes[i] <= per_node:
-                loads[n] += sizes[i]
-                if place(i + 1, loads):
-                    return True
-                loads[n] -= sizes[i]
-        return False
-    return place(0, [0] * nodes)
 
 
 @st.composite
@@ -151,8 +138,6 @@ def test_a_shrunk_pool_keeps_the_replicas_that_fit_and_never_pushes_out_another(
 
 
 def test_the_worked_examples_in_placement_md_are_what_plan_prints(tmp_path):
-    from test_cli_docs import REPO, doc_block, modelplane
-
     line, shown = doc_block("docs/placement.md", "venv/bin/modelplane plan --config stacks/examples/Pulumi.packing.yaml")
     done = modelplane(*line.split()[1:], cwd=REPO)
     assert (done.returncode, done.stderr, done.stdout) == (0, "", shown)

@@ -247,17 +247,17 @@ def test_render_command_writes_a_folder_per_cluster(tmp_path):
 
 
 def test_prefill_decode_replicas_render_valid_and_decorated():
-    from builders import cluster, member
+    from builders import demo_cluster, demo_member
 
-    decode = member(cel=None)
+    decode = demo_member(cel=None)
     decode["nodeSelector"] = {"devices": [{"name": "gpu"}]}
     decode["template"]["spec"]["containers"][0]["args"] = ["--port=8200", "--block-size=32"]
-    prefill = member(cel=None)
+    prefill = demo_member(cel=None)
     prefill["nodeSelector"] = {"devices": [{"name": "gpu"}]}
     config = {
         "inferenceClasses": {"synthetic-gpu": {"devices": [{"name": "gpu", "driver": "gpu.example.com",
                                                             "deviceClassName": "gpu.example.com", "count": 2}]}},
-        "inferenceClusters": {"a": cluster(nodePools=[{"name": "gpu", "className": "synthetic-gpu", "nodeCount": 4}])},
+        "inferenceClusters": {"a": demo_cluster(nodePools=[{"name": "gpu", "className": "synthetic-gpu", "nodeCount": 4}])},
         "modelDeployments": {"ml": {"pd": {"replicas": 1, "template": {"spec": {
             "serving": {"mode": "PrefillDecode"},
             "engines": [{"name": "prefill", "phase": "Prefill", "members": [prefill]},

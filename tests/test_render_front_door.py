@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import deployment, fleet_config, traefik_front_door
+from builders import demo_deployment, fleet_config, traefik_front_door
 from k8s_validation import validate_object
 from modelplane.api import NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file
@@ -178,7 +178,7 @@ def test_https_on_another_port_names_the_port_https():
 
 def test_replica_endpoint_url_rewrite_path_and_labels():
     fleet = fleet_with(modelDeployments={"ml-team": {"mock-demo": {
-        **deployment(), "template": {**deployment()["template"],
+        **demo_deployment(), "template": {**demo_deployment()["template"],
                                      "metadata": {"labels": {"app.example.com/model": "mock", "tier": "gold"}}}}}})
     result = schedule(fleet)
     replica = min(result.replicas(), key=lambda r: r.cluster)

@@ -395,7 +395,7 @@ def test_write_atomically_leaves_the_file_alone_when_the_check_fails(tmp_path):
 
 
 def test_runbook_stays_out_of_pulumi_and_infra():
-    from test_layers import PACKAGE, imports_of
+    from source_imports import PACKAGE, imports_of
 
     for name in imports_of(PACKAGE / "runbook.py") | imports_of(PACKAGE / "yaml_splice.py"):
         assert not name.startswith(("pulumi", "modelplane.infra", "modelplane.cli")), name

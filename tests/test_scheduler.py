@@ -1,70 +1,10 @@
 """The scheduler's rules (spec §4, with DESIGN.md's improvements), one table row or case each."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from modelplane.api import NamespacedName, load_fleet
-from modelplane.scheduling import PlacementDocument, schedule
-
-MEM = 'device.capacity["gpu.example.com"].memory.compareTo(quantity("{}")) >= 0'
-CLASSES = {
-    "small": {"devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",
-                           "capacity": {"memory": {"value": "24Gi"}}}]},
-    "big": {"devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com", "count": 8,
-                         "capacity": {"memory": {"value": "80Gi"}}},
-                        {"name": "nic", "claim": "Synthetic", "driver": "nic.example.com",
-                         "attributes": {"linkType": {"string": "infiniband"}}}]},
-    "nic-only": {"devices": [{"name": "nic", "claim": "Synthetic", "driver": "nic.example.com",
-                              "attributes": {"linkType": {"string": "infiniband"}}}]},
-    "odd": {"devices": [{"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "gpu.example.com",
-                         "attributes": {"model": {"string": "x"}}, "capacity": {"memory": {"value": "24Gi"}}}]},
-}
-
-
-def cluster(*pools: tuple[str, str, int], taints=(), rwx=None, **labels) -> dict:
-    """A Kind cluster, or with `rwx` (a StorageClass) an Existing one that can stage ModelCaches."""
-    source = {"source": "Kind"} if rwx is None else \
-        {"source": "Existing", "existing": {"kubeconfig": "kubeconfig-text", "cache": {"storageClassName": rwx}}}
-    body = {"labels": labels, "cluster": source,
-            "nodePools": [{"name": name, "className": cls, "nodeCount": nodes} for name, cls, nodes in pools]}
-    if taints:
-        body["taints"] = [dict(zip(("key", "effect"), t)) for t in taints]
-    return body
-
-
-def member(role="Standalone", memory="20Gi", count=1, extra=(), image="engine:1", **more) -> dict:
-    body = {"role": role, "template": {"spec": {"containers": [{"name": "engine", "image": image}]}}, **more}
-    if memory is not None:
-        selectors = [{"cel": MEM.format(memory)}] + [{"cel": e} for e in extra]
-        body["nodeSelector"] = {"devices": [{"name": "gpu", "count": count, "selectors": selectors}]}
-    return body
-
-
-def deployment(replicas=1, members=None, copies=1, engines=None, **spec) -> dict:
-    engines = engines or [{"name": "main", "copies": copies, "members": members or [member()]}]
-    return {"replicas": replicas, "template": {"spec": {"engines": engines, **spec}}}
-
-
-def plan(clusters: dict, deployments: dict, previous=None, **extra):
-    """The reference's scenarios: its whole-node accounting unless a case says otherwise."""
-    config = {"inferenceClasses": CLASSES, "inferenceClusters": clusters, "modelDeployments": deployments,
-              "scheduling": {"packing": "WholeNode"}, **extra}
-    fleet = load_fleet(copy.deepcopy(config))
-    return schedule(fleet, PlacementDocument.model_validate(previous.document().model_dump(by_alias=True))
-                    if previous is not None else None)
-
-
-def where(result, namespace="ml", name="d") -> list[tuple[str, int, tuple[str, ...]]]:
-    plan_ = result.deployments[NamespacedName(namespace, name)]
-    return [(r.cluster, r.index, tuple(r.pools)) for r in plan_.replicas]
-
-
-def status(result, namespace="ml", name="d") -> tuple[str, str, str]:
-    c = result.deployments[NamespacedName(namespace, name)].conditions[0]
-    return c.status, c.reason, c.message
-
+from builders import MEM, cluster, deployment, member, plan, status, where
+from modelplane.api import NamespacedName
 
 TWO = {"a": cluster(("p", "small", 4)), "b": cluster(("p", "small", 4))}
 
@@ -211,10 +151,12 @@ def test_cluster_selector_and_cache_footprint():
                            "clusterSelector": {"matchLabels": {"tier": "gold"}}}}}
     d = deployment(replicas=2, clusterSelector={"matchLabels": {"region": "eu"}}, modelCacheRef={"name": "w"})
     result = plan(clusters, {"ml": {"d": d}}, modelCaches=caches)
-    assert [c for c, _, _ in where(result)] == ["a", "a"]
-    verdicts = {v.cluster: v.primary.code for v in result.explain(NamespacedName("ml", "d")).verdicts if v.primary}
-    assert verdicts == {"a": "InsufficientCapacity", "b": "OutsideCacheFootprint", "c": "NotSelected"} or \
-        verdicts == {"b": "OutsideCacheFootprint", "c": "NotSelected"}
+    assert where(result) == [("a", 0, ("p",)), ("a", 1, ("p",))]  # b is selected but holds no copy of the cache
+    explanation = result.explain(NamespacedName("ml", "d"))
+    verdicts = {v.cluster: (v.available, v.hosts, v.primary and v.primary.code) for v in explanation.verdicts}
+    assert verdicts == {"a": (True, 2, None), "b": (False, 0, "OutsideCacheFootprint"), "c": (False, 0, "NotSelected")}
+    assert explanation.summary == \
+        "1/3 clusters are available: 1 not matched by clusterSelector, 1 outside the ModelCache footprint"
 
 
 def test_identity_includes_the_namespace():

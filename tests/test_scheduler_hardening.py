@@ -14,7 +14,7 @@ from modelplane.api import ModelplaneError, NamespacedName, load_fleet
 from modelplane.api.stackfile import read_stack_file
 from modelplane.render.fleet import render_fleet
 from modelplane.scheduling import PlacementDocument, load_previous, replica_name, schedule
-from test_scheduler import CLASSES, MEM, cluster, deployment, member, plan, status, where
+from builders import CLASSES, MEM, cluster, deployment, member, plan, status, where
 
 REPO = Path(__file__).resolve().parent.parent
 D = NamespacedName("ml", "d")

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from builders import deployment, fleet_config, member
+from builders import demo_deployment, demo_member, fleet_config
 from builders import REPO
 from modelplane.api import ConfigError, NamespacedName, load_fleet
 from modelplane.api.served_names import engine_model_name, service_engine_names
@@ -65,7 +65,7 @@ def test_engine_model_name(command, args, name):
 
 
 def engine(args=None, command=None, **extra) -> dict:
-    body = member(**extra)
+    body = demo_member(**extra)
     container = body["template"]["spec"]["containers"][0]
     container.pop("args", None)
     if args is not None:
@@ -76,7 +76,7 @@ def engine(args=None, command=None, **extra) -> dict:
 
 
 def served(*members, replicas=1, **spec) -> dict:
-    return deployment(replicas=replicas, members=list(members), **spec)
+    return demo_deployment(replicas=replicas, members=list(members), **spec)
 
 
 def fleet_with(deployments: dict, services: dict | None = None, **more) -> dict:

@@ -6,7 +6,7 @@ platform team notices, then properties over random tiered fleets and edit sequen
 - tiers are emptied in reverse: a scale-in removes replicas of the last tier before any of a better one;
 - failback moves at most `maxMovesPerPlan` replicas per plan, each to a strictly better tier, never under
   `Never`, and never evicts: every pod, including the ones of the replicas being replaced (make-before-
-  break), still fits its pool's nodes (the brute force of test_scheduler_properties);
+  break), still fits its pool's nodes (the brute force of tests/scheduler_oracle.py);
 - and every invariant test_scheduler_properties checks for untiered fleets.
 """
 from __future__ import annotations
@@ -16,11 +16,12 @@ import copy
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from builders import RANDOM_CLASSES, apply_edit, cluster, deployment, plan, random_deployments, random_edits, where
+from doc_examples import REPO, doc_block, modelplane
 from modelplane import views
 from modelplane.api import NamespacedName, load_fleet
 from modelplane.scheduling import PlacementDocument, schedule
-from test_scheduler import cluster, deployment, plan, where
-from test_scheduler_properties import CLASSES, apply, check, deployments, edits, node_of, packable, replica_pods
+from scheduler_oracle import check, node_of, packable, replica_pods
 
 RACK, RESERVED = {"site": "rack"}, {"capacity": "reserved"}
 PREFERENCES = [{"clusterSelector": {"matchLabels": RACK}}, {"clusterSelector": {"matchLabels": RESERVED}}, {}]
@@ -142,7 +143,7 @@ tiered_clusters = st.dictionaries(
 
 @st.composite
 def tiered_deployments(draw) -> dict:
-    body = draw(deployments())
+    body = draw(random_deployments())
     body["placement"] = {"preferences": PREFERENCES, "failback": draw(st.sampled_from(["Never", "WhenRoom"]))}
     if body["placement"]["failback"] == "WhenRoom":
         body["placement"]["maxMovesPerPlan"] = draw(st.integers(1, 2))
@@ -195,9 +196,9 @@ def check_tiers(result, previous: PlacementDocument, config: dict) -> None:
 
 @pytest.mark.parametrize("packing", ["DeviceGranular", "WholeNode"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(config=tiered_fleets, steps=edits, rack=st.integers(0, 1), keep=st.integers(1, 3), grow=st.integers(1, 4))
+@given(config=tiered_fleets, steps=random_edits, rack=st.integers(0, 1), keep=st.integers(1, 3), grow=st.integers(1, 4))
 def test_tiers_fill_in_order_empty_in_reverse_and_fail_back_within_bounds(packing, config, steps, rack, keep, grow):
-    config = {"inferenceClasses": CLASSES, "scheduling": {"packing": packing}, **config}
+    config = {"inferenceClasses": RANDOM_CLASSES, "scheduling": {"packing": packing}, **config}
     # An own rack of at most one node, so that growing it later gives failback somewhere to go.
     config["inferenceClusters"]["c1"] = {"labels": {"region": "eu", **RACK}, "cluster": {"source": "Kind"},
                                          "nodePools": [{"name": "p", "className": "big", "nodeCount": rack}]}
@@ -216,7 +217,7 @@ def test_tiers_fill_in_order_empty_in_reverse_and_fail_back_within_bounds(packin
                 for pool in body["nodePools"]:
                     pool["nodeCount"] += edit[2] if body["labels"].get("site") == "rack" else 0
         else:
-            apply(config, edit)
+            apply_edit(config, edit)
         previous = PlacementDocument.model_validate(result.document().model_dump(by_alias=True))
         fleet = load_fleet(copy.deepcopy(config))
         result = schedule(fleet, previous)
@@ -227,8 +228,6 @@ def test_tiers_fill_in_order_empty_in_reverse_and_fail_back_within_bounds(packin
 
 @pytest.mark.parametrize("command", ["plan", "explain ml-team/chat"])
 def test_the_worked_example_in_placement_md_is_what_the_command_prints(command):
-    from test_cli_docs import REPO, doc_block, modelplane
-
     line, shown = doc_block("docs/placement.md", f"venv/bin/modelplane {command} --config stacks/examples/Pulumi.tiers.yaml")
     done = modelplane(*line.split()[1:], cwd=REPO)
     assert (done.returncode, done.stderr, done.stdout) == (0, "", shown)
