@@ -49,7 +49,8 @@ RUNBOOK_AFTER_A_KILL = (
     'pulumi cancel --yes --stack <stack>   # the killed update\'s lock ("the stack is currently locked")\n'
     "backend=${PULUMI_BACKEND_URL:-file://$HOME}   # the folder you logged in to (`pulumi login --local`: your home)\n"
     "find \"${backend#file://}/.pulumi\" -name '*.attrs' -size 0 -print -delete   # a sidecar the kill left empty\n"
-    "PULUMI_SKIP_CHECKPOINTS=true pulumi refresh --clear-pending-creates --yes --skip-preview --stack <stack>")
+    "PULUMI_SKIP_CHECKPOINTS=true scripts/private-tmpdir.sh pulumi refresh --clear-pending-creates --yes --skip-preview "
+    "--stack <stack>")
 SAAS_TOKEN = "sk-e2e-saas-token-must-stay-secret"  # the hand-made endpoint's credential (only in a Secret on the cluster)
 
 
@@ -270,7 +271,8 @@ class Scenario:
         """docs/runbook.md's commands after a killed update, as written: the lock, an emptied `.attrs` sidecar."""
         emptied = sorted(str(p.relative_to(self.project.state)) for p in self.project.state.rglob("*.attrs")
                          if not p.stat().st_size)
-        step = RUNBOOK_AFTER_A_KILL.replace("<stack>", STACK)
+        # run in the scratch project, which has no scripts/ of its own
+        step = RUNBOOK_AFTER_A_KILL.replace("<stack>", STACK).replace("scripts/", f"{REPO}/scripts/")
         shell = subprocess.run(["bash", "-c", step], cwd=self.project.dir, env=self.project.env, capture_output=True,
                                text=True, timeout=120)
         self.report.check("after a kill, the runbook's commands run as written", shell.returncode == 0,
