@@ -60,18 +60,23 @@ build_etcd() {
   stamp etcd "$ETCD_VERSION"
 }
 
+# kubernetes_module DIR VERSION STAGING: a wrapper module requiring k8s.io/kubernetes@VERSION. It requires its
+# staging modules at v0.0.0 through local replaces: map each to its release (STAGING, e.g. v0.34.3)
+kubernetes_module() {
+  module "$1"
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*#\1#p' "$gomod"); do
+    go mod edit -replace="$m=$m@$3"
+  done
+  go mod edit -require="k8s.io/kubernetes@$2"
+}
+
 build_kubernetes() {
   local v=v$KUBERNETES_VERSION staging=v0.${KUBERNETES_VERSION#1.}
   have kube-apiserver "$v" && have kube-controller-manager "$v" && have kube-scheduler "$v" && return
   step "kube-apiserver, kube-controller-manager, kube-scheduler $v"
-  module kubernetes
-  local gomod
-  gomod=$(go mod download -json "k8s.io/kubernetes@$v" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  # k8s.io/kubernetes requires its staging modules at v0.0.0 through local replaces: map each to its release
-  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*#\1#p' "$gomod"); do
-    go mod edit -replace="$m=$m@$staging"
-  done
-  go mod edit -require="k8s.io/kubernetes@$v"
+  kubernetes_module kubernetes "$v" "$staging"
   tools_go k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
   go mod tidy
   local V=k8s.io/component-base/version minor=${KUBERNETES_VERSION#1.}; minor=${minor%%.*}
@@ -147,14 +152,7 @@ build_kubectl() {
   local v=v$KUBERNETES_VERSION staging=v0.${KUBERNETES_VERSION#1.}
   have kubectl "$v" && return
   step "kubectl $v"
-  module kubectl
-  # the same staging-module mapping as build_kubernetes (k8s.io/kubernetes requires them at v0.0.0)
-  local gomod
-  gomod=$(go mod download -json "k8s.io/kubernetes@$v" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*#\1#p' "$gomod"); do
-    go mod edit -replace="$m=$m@$staging"
-  done
-  go mod edit -require="k8s.io/kubernetes@$v"
+  kubernetes_module kubectl "$v" "$staging"
   tools_go k8s.io/kubernetes/cmd/kubectl
   go mod tidy
   # `kubectl version` reads client-go's version; the shared flag parsing reads component-base's: set both
