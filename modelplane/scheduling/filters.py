@@ -110,17 +110,22 @@ class ClusterVerdicts:
         self._eligible: dict[tuple, list[Cluster]] = {}
         self._candidates: dict[tuple, bool] = {}
         self._tiers: dict[tuple, dict[str, int]] = {}
+        self._keys: dict[int, tuple[Workload, tuple]] = {}  # asked several times per deployment
 
-    @staticmethod
-    def _key(workload: Workload) -> tuple:
+    def _key(self, workload: Workload) -> tuple:
+        found = self._keys.get(id(workload))
+        if found is not None and found[0] is workload:
+            return found[1]
         cache = f"{workload.key.namespace}/{workload.cache}" if workload.cache is not None else None
-        return (
+        key = (
             tuple(sorted(workload.selector.items())),
             tuple(sorted(workload.cache_selector.items())),
             cache,
             workload.tolerations,
             workload.tiers,
         )
+        self._keys[id(workload)] = (workload, key)  # the workload held: its id is not reused while here
+        return key
 
     def of(self, workload: Workload) -> tuple[reasons.Reason | None, ...]:
         """Per cluster, in fleet order: why a new replica may not go there, or None."""

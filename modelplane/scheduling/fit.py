@@ -27,20 +27,20 @@ class Ledger:
     free: dict[tuple[str, str], Any]
     pools: dict[str, tuple[str, ...]]
     most_free: dict[str, int]  # per cluster: the free amount of its emptiest pool, a quick "is it full?"
+    amounts: dict[tuple[str, str], int]  # `packing.amount` of each pool's free capacity, kept with `free`
 
     @classmethod
     def of(cls, clusters: tuple[Cluster, ...], packing: Packing) -> Ledger:
-        free = {(c.name, p.name): packing.empty(p) for c in clusters for p in c.pools}
+        free: dict[tuple[str, str], Any] = {(c.name, p.name): packing.empty(p) for c in clusters for p in c.pools}
         pools = {c.name: tuple(p.name for p in c.pools) for c in clusters}
-        ledger = cls(packing, free, pools, {})
+        ledger = cls(packing, free, pools, {}, {key: packing.amount(state) for key, state in free.items()})
         for cluster in clusters:
             ledger._refresh(cluster.name)
         return ledger
 
     def amount(self, cluster: str, pool: str) -> int:
         """Free nodes (WholeNode) or free devices (DeviceGranular) of the pool."""
-        free = self.free.get((cluster, pool))
-        return 0 if free is None else self.packing.amount(free)
+        return self.amounts.get((cluster, pool), 0)
 
     def take(self, cluster: str, pool: str, demand, trial: dict | None = None):
         """The pool's free capacity after `demand` (from `trial` if it holds the pool), or None: no room."""
@@ -52,12 +52,11 @@ class Ledger:
     def commit(self, cluster: str, changed: dict[str, Any]) -> None:
         for pool, free in changed.items():
             self.free[(cluster, pool)] = free
+            self.amounts[(cluster, pool)] = self.packing.amount(free)
         self._refresh(cluster)
 
     def _refresh(self, cluster: str) -> None:
-        self.most_free[cluster] = max(
-            (self.packing.amount(self.free[(cluster, p)]) for p in self.pools[cluster]), default=0
-        )
+        self.most_free[cluster] = max((self.amounts[(cluster, p)] for p in self.pools[cluster]), default=0)
 
 
 class Fit:
@@ -78,7 +77,7 @@ class Fit:
         )
         self._by_class: dict[str, tuple] = {}
         self._demand: dict[tuple[str, int], Any] = {}
-        self._by_shape: dict[tuple[str, ...], tuple | None] = {}
+        self._alone: dict[tuple[str, int], bool] = {}
         self._by_cluster: dict[str, tuple | None] = {}
 
     def engine_on(self, pool: Pool, engine: Engine) -> tuple[Resolved, ...]:
@@ -103,37 +102,36 @@ class Fit:
         return tuple(any(r[i].claims for r in per_pool) for i in range(len(engine.members)))
 
     def options(self, cluster: Cluster) -> tuple | None:
-        """Per engine, the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
-        if cluster.name in self._by_cluster:
+        """Per engine: the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
+        try:
             return self._by_cluster[cluster.name]
-        shape = tuple(p.class_name for p in cluster.pools)
-        if shape not in self._by_shape:
-            self._by_shape[shape] = self._options(cluster)
-        found = self._by_shape[shape]
-        # Shapes are shared across clusters; pool names are not.
-        options = (
-            None
-            if found is None
-            else tuple(tuple((cluster.pools[i], resolved, cost) for i, resolved, cost in engine) for engine in found)
-        )
-        self._by_cluster[cluster.name] = options
-        return options
+        except KeyError:
+            options = self._by_cluster[cluster.name] = self._options(cluster)
+            return options
+
+    def _passes_alone(self, pool: Pool, engine: Engine) -> bool:
+        """A one-member engine: it claims on a pool iff it resolves to a DRA device there (the filter's
+        answer without the cluster-wide scan), so the pool filters' verdict is the same for every pool of a class."""
+        key = (pool.class_name, engine.index)
+        found = self._alone.get(key)
+        if found is None:
+            resolved = self.engine_on(pool, engine)
+            found = self._alone[key] = pool_passes(resolved, (resolved[0].claims,))
+        return found
 
     def _options(self, cluster: Cluster) -> tuple | None:
         per_engine = []
         for engine in self.workload.engines:
-            per_pool = [self.engine_on(pool, engine) for pool in cluster.pools]
-            # One member: it claims on a pool iff it resolves to a DRA device there (the filter's
-            # answer without the cluster-wide scan).
-            claimable = None if len(engine.members) == 1 else self.claimable(cluster, engine)
-            options = tuple(
-                (i, resolved, self.demand(cluster.pools[i], engine))
-                for i, resolved in enumerate(per_pool)
-                if pool_passes(resolved, claimable or (resolved[0].claims,))
-            )
-            if not options:
+            if len(engine.members) == 1:
+                passing = [pool for pool in cluster.pools if self._passes_alone(pool, engine)]
+            else:
+                claimable = self.claimable(cluster, engine)
+                passing = [pool for pool in cluster.pools if pool_passes(self.engine_on(pool, engine), claimable)]
+            if not passing:
                 return None
-            per_engine.append(options)
+            per_engine.append(
+                tuple((pool, self.engine_on(pool, engine), self.demand(pool, engine)) for pool in passing)
+            )
         return tuple(per_engine)
 
 

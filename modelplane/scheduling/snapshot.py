@@ -7,6 +7,7 @@ Built once per plan from the validated Fleet. Published capacity is the declared
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..api import Fleet, NamespacedName
 from ..api.inference_cluster import Taint
@@ -110,7 +111,7 @@ class Workload:
             raise LookupError(f"deployment {self.key} has no engine {name}")
         return found
 
-    @property
+    @cached_property  # asked for twice per deployment per plan
     def signature(self) -> tuple:
         """What decides where it fits, names aside: deployments with equal signatures fit alike."""
         return tuple(
