@@ -63,8 +63,11 @@ class Fit:
     """Per deployment shape, ignoring capacity: how each member resolves on each device class, and
     per cluster shape (its pools' classes) the pools each engine could use, with what it takes there."""
 
-    def __init__(self, workload: Workload, matcher: Matcher, packing: Packing) -> None:
-        self.workload, self.matcher, self.packing = workload, matcher, packing
+    def __init__(
+        self, workload: Workload, matcher: Matcher, packing: Packing, classes: dict[str, Pool] | None = None
+    ) -> None:
+        """`classes`: a pool of each InferenceClass in the fleet (lets `options` refuse a cluster by its classes)."""
+        self.workload, self.matcher, self.packing, self.classes = workload, matcher, packing, classes
         # A quick lower bound against a cluster's emptiest pool: whole nodes, no engine fits on fewer
         # free nodes than its cheapest claiming member needs; devices, every engine claims one.
         self.least = (
@@ -77,8 +80,9 @@ class Fit:
         )
         self._by_class: dict[str, tuple] = {}
         self._demand: dict[tuple[str, int], Any] = {}
-        self._alone: dict[tuple[str, int], bool] = {}
+        self._classes: dict[str, tuple[tuple[tuple[Resolved, ...], bool | None], ...]] = {}
         self._by_cluster: dict[str, tuple | None] = {}
+        self._usable_classes: tuple[frozenset[str], ...] | None = None  # per engine
 
     def engine_on(self, pool: Pool, engine: Engine) -> tuple[Resolved, ...]:
         """Per member: how its requests resolve on this pool."""
@@ -106,32 +110,56 @@ class Fit:
         try:
             return self._by_cluster[cluster.name]
         except KeyError:
-            options = self._by_cluster[cluster.name] = self._options(cluster)
+            options = self._by_cluster[cluster.name] = self._options(cluster) if self._may_use(cluster) else None
             return options
 
-    def _passes_alone(self, pool: Pool, engine: Engine) -> bool:
-        """A one-member engine: it claims on a pool iff it resolves to a DRA device there (the filter's
-        answer without the cluster-wide scan), so the pool filters' verdict is the same for every pool of a class."""
-        key = (pool.class_name, engine.index)
-        found = self._alone.get(key)
+    def _may_use(self, cluster: Cluster) -> bool:
+        """False if some engine has no pool here whose class it matches (a one-member engine: that claims
+        there), so no pool passes. Most clusters a deployment cannot use are refused here, without building
+        their options (with many distinct deployment shapes, that is most of the fill's work)."""
+        if self._usable_classes is None:
+            if self.classes is None:
+                return True
+            on = [(name, self._on_class(pool)) for name, pool in self.classes.items()]
+            self._usable_classes = tuple(
+                frozenset(
+                    name
+                    for name, verdicts in on
+                    if (verdicts[e][1] if verdicts[e][1] is not None else all(r.matched for r in verdicts[e][0]))
+                )
+                for e in range(len(self.workload.engines))
+            )
+        names = cluster.class_names
+        return all(not usable.isdisjoint(names) for usable in self._usable_classes)
+
+    def _on_class(self, pool: Pool) -> tuple[tuple[tuple[Resolved, ...], bool | None], ...]:
+        """Per engine, on the pool's class: how its members resolve and, for a one-member engine, the pool
+        filters' verdict (it claims on a pool iff it resolves to a DRA device there: the same for every pool
+        of the class, no cluster-wide scan); None for a gang, whose verdict depends on the rest of the cluster."""
+        found = self._classes.get(pool.class_name)
         if found is None:
-            resolved = self.engine_on(pool, engine)
-            found = self._alone[key] = pool_passes(resolved, (resolved[0].claims,))
+            per_engine = []
+            for engine in self.workload.engines:
+                resolved = self.engine_on(pool, engine)
+                alone = pool_passes(resolved, (resolved[0].claims,)) if len(engine.members) == 1 else None
+                per_engine.append((resolved, alone))
+            found = self._classes[pool.class_name] = tuple(per_engine)
         return found
 
     def _options(self, cluster: Cluster) -> tuple | None:
+        pools = cluster.pools
+        on = [self._on_class(pool) for pool in pools]
         per_engine = []
         for engine in self.workload.engines:
+            e = engine.index
             if len(engine.members) == 1:
-                passing = [pool for pool in cluster.pools if self._passes_alone(pool, engine)]
-            else:
-                claimable = self.claimable(cluster, engine)
-                passing = [pool for pool in cluster.pools if pool_passes(self.engine_on(pool, engine), claimable)]
+                passing = [i for i, verdicts in enumerate(on) if verdicts[e][1]]
+            else:  # `claimable`, from the answers at hand
+                claimable = tuple(any(v[e][0][m].claims for v in on) for m in range(len(engine.members)))
+                passing = [i for i, verdicts in enumerate(on) if pool_passes(verdicts[e][0], claimable)]
             if not passing:
                 return None
-            per_engine.append(
-                tuple((pool, self.engine_on(pool, engine), self.demand(pool, engine)) for pool in passing)
-            )
+            per_engine.append(tuple((pools[i], on[i][e][0], self.demand(pools[i], engine)) for i in passing))
         return tuple(per_engine)
 
 

@@ -58,7 +58,11 @@ def schedule(
     matcher = Matcher(selectors)
     packing = packing_for(fleet.packing)
     shared: dict[tuple, Fit] = {}
-    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher, packing)) for w in workloads}
+    classes: dict[str, Pool] = {}
+    for cluster in clusters:
+        for pool in cluster.pools:
+            classes.setdefault(pool.class_name, pool)
+    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher, packing, classes)) for w in workloads}
     ledger = Ledger.of(clusters, packing)
 
     # The document guarantees one entry per (namespace, deployment, cluster, index); sorting by it

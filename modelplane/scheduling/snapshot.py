@@ -43,6 +43,11 @@ class Cluster:
     pools: tuple[Pool, ...]
     rwx_storage: bool = False  # a ReadWriteMany StorageClass, where a ModelCache can stage
 
+    @cached_property
+    def class_names(self) -> frozenset[str]:
+        """The InferenceClasses of its pools."""
+        return frozenset(pool.class_name for pool in self.pools)
+
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
 
