@@ -111,6 +111,7 @@ class ClusterVerdicts:
         self._candidates: dict[tuple, bool] = {}
         self._tiers: dict[tuple, dict[str, int]] = {}
         self._keys: dict[int, tuple[Workload, tuple]] = {}  # asked several times per deployment
+        self._by_tier: dict[tuple, list[Cluster]] = {}
 
     def _key(self, workload: Workload) -> tuple:
         found = self._keys.get(id(workload))
@@ -139,6 +140,16 @@ class ClusterVerdicts:
         if key not in self._eligible:
             self._eligible[key] = [c for c, why in zip(self.clusters, self.of(workload), strict=False) if why is None]
         return self._eligible[key]
+
+    def by_tier(self, workload: Workload) -> list[Cluster]:
+        """`eligible` in (preference tier, name) order (fleet order is name order); without preferences, `eligible`."""
+        tiers = self.tiers(workload)
+        if tiers is None:
+            return self.eligible(workload)
+        key = self._key(workload)
+        if key not in self._by_tier:
+            self._by_tier[key] = sorted(self.eligible(workload), key=lambda c: (tiers[c.name], c.name))
+        return self._by_tier[key]
 
     def tiers(self, workload: Workload) -> dict[str, int] | None:
         """Each eligible cluster's preference tier (0 first), or None: the deployment has no preferences."""

@@ -99,6 +99,7 @@ def schedule(
             w,
             retained[w.key],
             verdicts.eligible(w),
+            verdicts.by_tier(w),
             fits[w.key],
             ledger,
             full.setdefault(w.signature, set()),
@@ -350,6 +351,7 @@ def _fill(
     workload: Workload,
     kept: list[PlacedReplica],
     eligible: list[Cluster],
+    ordered: list[Cluster],
     fit: Fit,
     ledger: Ledger,
     full: set[str],
@@ -376,8 +378,7 @@ def _fill(
     heapq.heapify(queue)
     # Lazily: a deployment usually takes its few replicas from the first clusters in order. `full` only
     # grows by clusters already taken from here, so filtering it as we go reads what a copy made now would.
-    unloaded = (c for c in eligible if c.name not in load and c.name not in full)
-    fresh = iter(sorted(unloaded, key=lambda c: rank(0, c))) if tiers else unloaded
+    fresh = (c for c in ordered if c.name not in load and c.name not in full)
     head = next(fresh, None)
     placed: list[PlacedReplica] = []
     while len(placed) < missing:
