@@ -97,6 +97,15 @@ def first_failure(filters: tuple[ClusterFilter, ...], cluster: Cluster, workload
     return None
 
 
+def _what_filters_read(cluster: Cluster) -> tuple:
+    return (
+        tuple(sorted(cluster.labels.items())),
+        tuple((t.key, t.value, t.effect) for t in cluster.taints),
+        cluster.rwx_storage,
+        bool(cluster.pools),
+    )
+
+
 class ClusterVerdicts:
     """Each cluster's verdict under `PLACE` for a deployment, recorded once per distinct question.
 
@@ -106,6 +115,14 @@ class ClusterVerdicts:
 
     def __init__(self, clusters: tuple[Cluster, ...]) -> None:
         self.clusters = clusters
+        # The cluster filters read a cluster's labels, taints, storage and whether it has pools (their reasons
+        # never name it): clusters alike in those get one verdict, asked of the first of them.
+        alike: dict[tuple, int] = {}
+        self._alike = [alike.setdefault(_what_filters_read(c), len(alike)) for c in clusters]
+        first: dict[int, Cluster] = {}
+        for cluster, group in zip(clusters, self._alike, strict=True):
+            first.setdefault(group, cluster)
+        self._firsts = [first[group] for group in range(len(alike))]
         self._verdicts: dict[tuple, tuple[reasons.Reason | None, ...]] = {}
         self._eligible: dict[tuple, list[Cluster]] = {}
         self._candidates: dict[tuple, bool] = {}
@@ -132,7 +149,8 @@ class ClusterVerdicts:
         """Per cluster, in fleet order: why a new replica may not go there, or None."""
         key = self._key(workload)
         if key not in self._verdicts:
-            self._verdicts[key] = tuple(first_failure(PLACE, c, workload) for c in self.clusters)
+            verdicts = [first_failure(PLACE, c, workload) for c in self._firsts]
+            self._verdicts[key] = tuple(verdicts[group] for group in self._alike)
         return self._verdicts[key]
 
     def eligible(self, workload: Workload) -> list[Cluster]:
