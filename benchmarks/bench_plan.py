@@ -1,10 +1,10 @@
 """What a user waits for: `modelplane validate`, `plan` and `explain` as whole processes, at fleet scale.
 
 Run: venv/bin/python benchmarks/bench_plan.py [--quick] [--runs N] [--sizes 100x1000,200x2000]
-     [--packing WholeNode|DeviceGranular]
+     [--packing WholeNode|DeviceGranular] [--shapes uniform|varied]
 
-The fleets are the scheduler benchmark's generator (bench_scheduler.synthetic_fleet) written as
-stack files, as `pulumi config set` would leave them. Each command is a fresh process (imports,
+The fleets are the scheduler benchmark's generator (bench_scheduler.synthetic_fleet; `--shapes varied`
+gives nearly every deployment its own shape) written as stack files, as `pulumi config set` would leave them. Each command is a fresh process (imports,
 reading the stack file, validating, scheduling, printing, warnings), timed as the median of N runs
 with its peak memory; `plan` is timed as a user runs it (the table, and a warning with the
 summary of `explain` for every short deployment), and again with `--output json`. The placement's sha256 (`plan --output json`) is printed so a change can be
@@ -39,10 +39,11 @@ GROWTH = ((100, 1000), (400, 4000), 4.6)  # the larger at most this many times t
 ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
-def write_stack_file(clusters: int, deployments: int, folder: Path, packing: str | None = None) -> Path:
-    fleet = synthetic_fleet(clusters, deployments, packing=packing)
+def write_stack_file(clusters: int, deployments: int, folder: Path, packing: str | None = None,
+                     shapes: str = "uniform") -> Path:
+    fleet = synthetic_fleet(clusters, deployments, packing=packing, shapes=shapes)
     document = {"config": {f"modelplane:{key}": value for key, value in fleet.items()}}
-    path = folder / f"Pulumi.fleet-{clusters}x{deployments}.yaml"
+    path = folder / f"Pulumi.fleet-{clusters}x{deployments}{'' if shapes == 'uniform' else '-' + shapes}.yaml"
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     # The JSON round trip unshares repeated objects: the dumper would write them as aliases,
     # which no stack file holds (and the reader refuses).
@@ -76,15 +77,17 @@ def main() -> None:
     parser.add_argument("--sizes", help="e.g. 100x1000,400x4000 (default: 50x500 up to 400x4000)")
     parser.add_argument("--packing", choices=["DeviceGranular", "WholeNode"],
                         help="modelplane:scheduling.packing in the stack files (default: unset, the fleet's default)")
+    parser.add_argument("--shapes", choices=["uniform", "varied"], default="uniform",
+                        help="varied: nearly every deployment its own shape (bench_scheduler.synthetic_fleet)")
     args = parser.parse_args()
-    print(f"packing: {args.packing or 'default'}")
+    print(f"packing: {args.packing or 'default'}, shapes: {args.shapes}")
     sizes = [tuple(int(n) for n in s.split("x")) for s in args.sizes.split(",")] if args.sizes else SIZES
     runs = 1 if args.quick else args.runs
     run(["--help"])  # warm-up: writes the bytecode caches
     plan_times = {}
     with tempfile.TemporaryDirectory() as folder:
         for clusters, deployments in sizes:
-            path = write_stack_file(clusters, deployments, Path(folder), args.packing)
+            path = write_stack_file(clusters, deployments, Path(folder), args.packing, args.shapes)
             size = f"{clusters:>4} x {deployments:>5}"
             wall, rss, _ = timed(["plan", "--config", str(path)], runs)
             plan_times[(clusters, deployments)] = wall

@@ -75,11 +75,14 @@ def validate_selector(expression: str) -> CompiledSelector:
 
 
 def selector_problem(expression: str) -> str | None:
-    """None if the API server would accept the expression, else why not, for a config error."""
-    if (syntax := cel_syntax_problem(expression)) is not None:
-        return syntax  # with the parser's position and what it expected
+    """None if the API server would accept the expression, else why not, for a config error.
+
+    Compiled first: an expression that compiles parsed, so its syntax is only looked at again
+    (a second parse) for one that did not."""
     try:
         validate_selector(expression)
     except SelectorCompileError as error:
+        if (syntax := cel_syntax_problem(expression)) is not None:
+            return syntax  # with the parser's position and what it expected
         return f"CEL compile error: {error}\n      {expression.strip()}"
     return None

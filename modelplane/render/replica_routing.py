@@ -5,6 +5,7 @@ and the HTTPRoutes by path (`/<ns>/<replica>/`, as the reference) and by host na
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 from typing import Any
 
@@ -31,12 +32,18 @@ def _block_size(deployment: ModelDeployment) -> int:
 
 
 def epp_config(deployment: ModelDeployment) -> str:
+    return _epp_config(_block_size(deployment), deployment.spec.serving_mode == "PrefillDecode")
+
+
+@functools.lru_cache(maxsize=64)
+def _epp_config(block_size: int, prefill_decode: bool) -> str:
+    """The text for a block size and serving mode: dumped once, not once per replica (a fleet has few)."""
     plugins: list[dict[str, Any]] = [
         {
             "type": "approx-prefix-cache-producer",
             "parameters": {
                 "autoTune": False,
-                "blockSizeTokens": _block_size(deployment),
+                "blockSizeTokens": block_size,
                 "maxPrefixBlocksToMatch": 256,
                 "lruCapacityPerServer": 31250,
             },
@@ -50,7 +57,7 @@ def epp_config(deployment: ModelDeployment) -> str:
         {"pluginRef": "prefix-cache-scorer", "weight": 2},
         {"pluginRef": "queue-scorer", "weight": 1},
     ]
-    if deployment.spec.serving_mode == "PrefillDecode":
+    if prefill_decode:
         plugins += [
             {"type": "disagg-headers-handler"},
             {"type": "prefill-filter"},

@@ -97,6 +97,15 @@ def first_failure(filters: tuple[ClusterFilter, ...], cluster: Cluster, workload
     return None
 
 
+def _what_filters_read(cluster: Cluster) -> tuple:
+    return (
+        tuple(sorted(cluster.labels.items())),
+        tuple((t.key, t.value, t.effect) for t in cluster.taints),
+        cluster.rwx_storage,
+        bool(cluster.pools),
+    )
+
+
 class ClusterVerdicts:
     """Each cluster's verdict under `PLACE` for a deployment, recorded once per distinct question.
 
@@ -106,27 +115,42 @@ class ClusterVerdicts:
 
     def __init__(self, clusters: tuple[Cluster, ...]) -> None:
         self.clusters = clusters
+        # The cluster filters read a cluster's labels, taints, storage and whether it has pools (their reasons
+        # never name it): clusters alike in those get one verdict, asked of the first of them.
+        alike: dict[tuple, int] = {}
+        self._alike = [alike.setdefault(_what_filters_read(c), len(alike)) for c in clusters]
+        first: dict[int, Cluster] = {}
+        for cluster, group in zip(clusters, self._alike, strict=True):
+            first.setdefault(group, cluster)
+        self._firsts = [first[group] for group in range(len(alike))]
         self._verdicts: dict[tuple, tuple[reasons.Reason | None, ...]] = {}
         self._eligible: dict[tuple, list[Cluster]] = {}
         self._candidates: dict[tuple, bool] = {}
         self._tiers: dict[tuple, dict[str, int]] = {}
+        self._keys: dict[int, tuple[Workload, tuple]] = {}  # asked several times per deployment
+        self._by_tier: dict[tuple, list[Cluster]] = {}
 
-    @staticmethod
-    def _key(workload: Workload) -> tuple:
+    def _key(self, workload: Workload) -> tuple:
+        found = self._keys.get(id(workload))
+        if found is not None and found[0] is workload:
+            return found[1]
         cache = f"{workload.key.namespace}/{workload.cache}" if workload.cache is not None else None
-        return (
+        key = (
             tuple(sorted(workload.selector.items())),
             tuple(sorted(workload.cache_selector.items())),
             cache,
             workload.tolerations,
             workload.tiers,
         )
+        self._keys[id(workload)] = (workload, key)  # the workload held: its id is not reused while here
+        return key
 
     def of(self, workload: Workload) -> tuple[reasons.Reason | None, ...]:
         """Per cluster, in fleet order: why a new replica may not go there, or None."""
         key = self._key(workload)
         if key not in self._verdicts:
-            self._verdicts[key] = tuple(first_failure(PLACE, c, workload) for c in self.clusters)
+            verdicts = [first_failure(PLACE, c, workload) for c in self._firsts]
+            self._verdicts[key] = tuple(verdicts[group] for group in self._alike)
         return self._verdicts[key]
 
     def eligible(self, workload: Workload) -> list[Cluster]:
@@ -134,6 +158,16 @@ class ClusterVerdicts:
         if key not in self._eligible:
             self._eligible[key] = [c for c, why in zip(self.clusters, self.of(workload), strict=False) if why is None]
         return self._eligible[key]
+
+    def by_tier(self, workload: Workload) -> list[Cluster]:
+        """`eligible` in (preference tier, name) order (fleet order is name order); without preferences, `eligible`."""
+        tiers = self.tiers(workload)
+        if tiers is None:
+            return self.eligible(workload)
+        key = self._key(workload)
+        if key not in self._by_tier:
+            self._by_tier[key] = sorted(self.eligible(workload), key=lambda c: (tiers[c.name], c.name))
+        return self._by_tier[key]
 
     def tiers(self, workload: Workload) -> dict[str, int] | None:
         """Each eligible cluster's preference tier (0 first), or None: the deployment has no preferences."""

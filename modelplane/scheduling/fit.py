@@ -27,20 +27,20 @@ class Ledger:
     free: dict[tuple[str, str], Any]
     pools: dict[str, tuple[str, ...]]
     most_free: dict[str, int]  # per cluster: the free amount of its emptiest pool, a quick "is it full?"
+    amounts: dict[tuple[str, str], int]  # `packing.amount` of each pool's free capacity, kept with `free`
 
     @classmethod
     def of(cls, clusters: tuple[Cluster, ...], packing: Packing) -> Ledger:
-        free = {(c.name, p.name): packing.empty(p) for c in clusters for p in c.pools}
+        free: dict[tuple[str, str], Any] = {(c.name, p.name): packing.empty(p) for c in clusters for p in c.pools}
         pools = {c.name: tuple(p.name for p in c.pools) for c in clusters}
-        ledger = cls(packing, free, pools, {})
+        ledger = cls(packing, free, pools, {}, {key: packing.amount(state) for key, state in free.items()})
         for cluster in clusters:
             ledger._refresh(cluster.name)
         return ledger
 
     def amount(self, cluster: str, pool: str) -> int:
         """Free nodes (WholeNode) or free devices (DeviceGranular) of the pool."""
-        free = self.free.get((cluster, pool))
-        return 0 if free is None else self.packing.amount(free)
+        return self.amounts.get((cluster, pool), 0)
 
     def take(self, cluster: str, pool: str, demand, trial: dict | None = None):
         """The pool's free capacity after `demand` (from `trial` if it holds the pool), or None: no room."""
@@ -52,20 +52,22 @@ class Ledger:
     def commit(self, cluster: str, changed: dict[str, Any]) -> None:
         for pool, free in changed.items():
             self.free[(cluster, pool)] = free
+            self.amounts[(cluster, pool)] = self.packing.amount(free)
         self._refresh(cluster)
 
     def _refresh(self, cluster: str) -> None:
-        self.most_free[cluster] = max(
-            (self.packing.amount(self.free[(cluster, p)]) for p in self.pools[cluster]), default=0
-        )
+        self.most_free[cluster] = max((self.amounts[(cluster, p)] for p in self.pools[cluster]), default=0)
 
 
 class Fit:
     """Per deployment shape, ignoring capacity: how each member resolves on each device class, and
     per cluster shape (its pools' classes) the pools each engine could use, with what it takes there."""
 
-    def __init__(self, workload: Workload, matcher: Matcher, packing: Packing) -> None:
-        self.workload, self.matcher, self.packing = workload, matcher, packing
+    def __init__(
+        self, workload: Workload, matcher: Matcher, packing: Packing, classes: dict[str, Pool] | None = None
+    ) -> None:
+        """`classes`: a pool of each InferenceClass in the fleet (lets `options` refuse a cluster by its classes)."""
+        self.workload, self.matcher, self.packing, self.classes = workload, matcher, packing, classes
         # A quick lower bound against a cluster's emptiest pool: whole nodes, no engine fits on fewer
         # free nodes than its cheapest claiming member needs; devices, every engine claims one.
         self.least = (
@@ -78,8 +80,9 @@ class Fit:
         )
         self._by_class: dict[str, tuple] = {}
         self._demand: dict[tuple[str, int], Any] = {}
-        self._by_shape: dict[tuple[str, ...], tuple | None] = {}
+        self._classes: dict[str, tuple[tuple[tuple[Resolved, ...], bool | None], ...]] = {}
         self._by_cluster: dict[str, tuple | None] = {}
+        self._usable_classes: tuple[frozenset[str], ...] | None = None  # per engine
 
     def engine_on(self, pool: Pool, engine: Engine) -> tuple[Resolved, ...]:
         """Per member: how its requests resolve on this pool."""
@@ -103,37 +106,60 @@ class Fit:
         return tuple(any(r[i].claims for r in per_pool) for i in range(len(engine.members)))
 
     def options(self, cluster: Cluster) -> tuple | None:
-        """Per engine, the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
-        if cluster.name in self._by_cluster:
+        """Per engine: the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""
+        try:
             return self._by_cluster[cluster.name]
-        shape = tuple(p.class_name for p in cluster.pools)
-        if shape not in self._by_shape:
-            self._by_shape[shape] = self._options(cluster)
-        found = self._by_shape[shape]
-        # Shapes are shared across clusters; pool names are not.
-        options = (
-            None
-            if found is None
-            else tuple(tuple((cluster.pools[i], resolved, cost) for i, resolved, cost in engine) for engine in found)
-        )
-        self._by_cluster[cluster.name] = options
-        return options
+        except KeyError:
+            options = self._by_cluster[cluster.name] = self._options(cluster) if self._may_use(cluster) else None
+            return options
+
+    def _may_use(self, cluster: Cluster) -> bool:
+        """False if some engine has no pool here whose class it matches (a one-member engine: that claims
+        there), so no pool passes. Most clusters a deployment cannot use are refused here, without building
+        their options (with many distinct deployment shapes, that is most of the fill's work)."""
+        if self._usable_classes is None:
+            if self.classes is None:
+                return True
+            on = [(name, self._on_class(pool)) for name, pool in self.classes.items()]
+            self._usable_classes = tuple(
+                frozenset(
+                    name
+                    for name, verdicts in on
+                    if (verdicts[e][1] if verdicts[e][1] is not None else all(r.matched for r in verdicts[e][0]))
+                )
+                for e in range(len(self.workload.engines))
+            )
+        names = cluster.class_names
+        return all(not usable.isdisjoint(names) for usable in self._usable_classes)
+
+    def _on_class(self, pool: Pool) -> tuple[tuple[tuple[Resolved, ...], bool | None], ...]:
+        """Per engine, on the pool's class: how its members resolve and, for a one-member engine, the pool
+        filters' verdict (it claims on a pool iff it resolves to a DRA device there: the same for every pool
+        of the class, no cluster-wide scan); None for a gang, whose verdict depends on the rest of the cluster."""
+        found = self._classes.get(pool.class_name)
+        if found is None:
+            per_engine = []
+            for engine in self.workload.engines:
+                resolved = self.engine_on(pool, engine)
+                alone = pool_passes(resolved, (resolved[0].claims,)) if len(engine.members) == 1 else None
+                per_engine.append((resolved, alone))
+            found = self._classes[pool.class_name] = tuple(per_engine)
+        return found
 
     def _options(self, cluster: Cluster) -> tuple | None:
+        pools = cluster.pools
+        on = [self._on_class(pool) for pool in pools]
         per_engine = []
         for engine in self.workload.engines:
-            per_pool = [self.engine_on(pool, engine) for pool in cluster.pools]
-            # One member: it claims on a pool iff it resolves to a DRA device there (the filter's
-            # answer without the cluster-wide scan).
-            claimable = None if len(engine.members) == 1 else self.claimable(cluster, engine)
-            options = tuple(
-                (i, resolved, self.demand(cluster.pools[i], engine))
-                for i, resolved in enumerate(per_pool)
-                if pool_passes(resolved, claimable or (resolved[0].claims,))
-            )
-            if not options:
+            e = engine.index
+            if len(engine.members) == 1:
+                passing = [i for i, verdicts in enumerate(on) if verdicts[e][1]]
+            else:  # `claimable`, from the answers at hand
+                claimable = tuple(any(v[e][0][m].claims for v in on) for m in range(len(engine.members)))
+                passing = [i for i, verdicts in enumerate(on) if pool_passes(verdicts[e][0], claimable)]
+            if not passing:
                 return None
-            per_engine.append(options)
+            per_engine.append(tuple((pools[i], on[i][e][0], self.demand(pools[i], engine)) for i in passing))
         return tuple(per_engine)
 
 

@@ -119,7 +119,7 @@ class PoolPods(NamedTuple):
 
     empty: FreeNodes
     free: FreeNodes
-    pods: Pods  # largest first
+    pods: Pods  # in the order they were taken; sorted (largest first) only when the pool is packed again
 
 
 class DevicePacking:
@@ -137,11 +137,13 @@ class DevicePacking:
         again from empty nodes, all together (best fit decreasing, then the exact search)."""
         if not pods:
             return state
-        everyone = DevicePacking.combine((state.pods, pods))
         after = _best_fit(state.free, pods)
-        if after is None and sum(sum(p) for p in everyone) <= sum(sum(v) * n for v, n in state.empty):
+        # Room for every pod, counted in devices: the free devices are the empty nodes' less the pods' already
+        # there, so this is "all the pods' devices fit in the empty nodes' devices" without summing every pod.
+        if after is None and sum(map(sum, pods)) <= DevicePacking.amount(state):
+            everyone = DevicePacking.combine((state.pods, pods))
             after = _best_fit(state.empty, everyone) or _search(state.empty, everyone)
-        return None if after is None else PoolPods(state.empty, after, everyone)
+        return None if after is None else PoolPods(state.empty, after, state.pods + pods)
 
     @staticmethod
     def combine(demands: Iterable[Pods]) -> Pods:

@@ -18,7 +18,6 @@ Deterministic: inputs are sorted and every tie-break ends in a name.
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
 
 from ..api import Fleet, NamespacedName
 from ..devices import SelectorCache
@@ -29,7 +28,7 @@ from .failback import fail_back
 from .filters import KEEP, ClusterVerdicts, engine_count, first_failure, kept_engine_failure, pool_failure
 from .fit import Fit, Ledger, assignment, place_engines
 from .matching import Matcher, ResolvedRequest
-from .names import NameBook, replica_identity, replica_name
+from .names import NameBook, replica_identity
 from .packing import kind_names, packing_for
 from .placement import (
     DeploymentPlan,
@@ -59,7 +58,11 @@ def schedule(
     matcher = Matcher(selectors)
     packing = packing_for(fleet.packing)
     shared: dict[tuple, Fit] = {}
-    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher, packing)) for w in workloads}
+    classes: dict[str, Pool] = {}
+    for cluster in clusters:
+        for pool in cluster.pools:
+            classes.setdefault(pool.class_name, pool)
+    fits = {w.key: shared.setdefault(w.signature, Fit(w, matcher, packing, classes)) for w in workloads}
     ledger = Ledger.of(clusters, packing)
 
     # The document guarantees one entry per (namespace, deployment, cluster, index); sorting by it
@@ -96,6 +99,7 @@ def schedule(
             w,
             retained[w.key],
             verdicts.eligible(w),
+            verdicts.by_tier(w),
             fits[w.key],
             ledger,
             full.setdefault(w.signature, set()),
@@ -226,9 +230,9 @@ def _name_replicas(
         book.reserve(key.namespace, key.name, ("endpoint", key.name))
     for workload in workloads:
         retained[workload.key] = [
-            replace(
+            _named(
                 r,
-                name=book.assign(
+                book.assign(
                     r.key.namespace,
                     r.key.name,
                     r.cluster,
@@ -243,8 +247,13 @@ def _name_replicas(
         book.reserve(r.key.namespace, r.name, replica_identity(r.key.name, r.cluster, r.index))
     for workload in workloads:
         placed[workload.key] = [
-            replace(r, name=book.assign(r.key.namespace, r.key.name, r.cluster, r.index)) for r in placed[workload.key]
+            _named(r, book.assign(r.key.namespace, r.key.name, r.cluster, r.index)) for r in placed[workload.key]
         ]
+
+
+def _named(r: PlacedReplica, name: str) -> PlacedReplica:
+    """`dataclasses.replace(r, name=name)`, without its per-call field introspection (thousands per plan)."""
+    return PlacedReplica(r.key, name, r.cluster, r.index, r.engines, r.status)
 
 
 def _doc_placed(doc: DocReplica, status: ReplicaStatus = "retained") -> PlacedReplica:
@@ -342,6 +351,7 @@ def _fill(
     workload: Workload,
     kept: list[PlacedReplica],
     eligible: list[Cluster],
+    ordered: list[Cluster],
     fit: Fit,
     ledger: Ledger,
     full: set[str],
@@ -364,10 +374,11 @@ def _fill(
     # Candidates in (tier, load, name) order: clusters without a replica yet lazily, in (tier, name)
     # order; the others wait in a heap. A cluster that cannot take one replica is dropped for good,
     # since the ledger only shrinks during the pass.
-    queue = [(rank(load[c.name], c), c) for c in eligible if c.name in load and c.name not in full]
+    queue = [(rank(load[c.name], c), c) for c in eligible if c.name in load and c.name not in full] if load else []
     heapq.heapify(queue)
-    unloaded = [c for c in eligible if c.name not in load and c.name not in full]
-    fresh = iter(sorted(unloaded, key=lambda c: rank(0, c)) if tiers else unloaded)
+    # Lazily: a deployment usually takes its few replicas from the first clusters in order. `full` only
+    # grows by clusters already taken from here, so filtering it as we go reads what a copy made now would.
+    fresh = (c for c in ordered if c.name not in load and c.name not in full)
     head = next(fresh, None)
     placed: list[PlacedReplica] = []
     while len(placed) < missing:
@@ -388,9 +399,7 @@ def _fill(
         index = next(i for i in range(len(taken) + 1) if i not in taken)
         taken.add(index)
         placed.append(
-            PlacedReplica(
-                workload.key, replica_name(workload.key.name, name, index), name, index, tuple(engines), "new"
-            )
-        )  # named for good once the whole plan is known
+            PlacedReplica(workload.key, "", name, index, tuple(engines), "new")
+        )  # named once the whole plan is known
         heapq.heappush(queue, (rank(count + 1, cluster), cluster))
     return placed

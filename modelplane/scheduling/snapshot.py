@@ -7,6 +7,7 @@ Built once per plan from the validated Fleet. Published capacity is the declared
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..api import Fleet, NamespacedName
 from ..api.inference_cluster import Taint
@@ -41,6 +42,11 @@ class Cluster:
     taints: tuple[Taint, ...]
     pools: tuple[Pool, ...]
     rwx_storage: bool = False  # a ReadWriteMany StorageClass, where a ModelCache can stage
+
+    @cached_property
+    def class_names(self) -> frozenset[str]:
+        """The InferenceClasses of its pools."""
+        return frozenset(pool.class_name for pool in self.pools)
 
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -110,7 +116,7 @@ class Workload:
             raise LookupError(f"deployment {self.key} has no engine {name}")
         return found
 
-    @property
+    @cached_property  # asked for twice per deployment per plan
     def signature(self) -> tuple:
         """What decides where it fits, names aside: deployments with equal signatures fit alike."""
         return tuple(
