@@ -130,15 +130,20 @@ class ScaleRun:
             self.mode, self.mode_env = "", {}
 
     def scale_one(self, plan: dict) -> None:
-        """One more replica of the first fully scheduled deployment whose extra replica fits somewhere."""
+        """One more replica of the first fully scheduled deployment whose extra replica fits somewhere.
+
+        "Fits" as the program will plan it: with the placement the last `up` left (replicas stay put).
+        """
         stack = str(self.scenario.project.stack_file)
+        previous = self.scenario.work / "placement.json"
+        previous.write_text(json.dumps(self.scenario.project.outputs().get("placement") or {}))
         for target in [d for d in plan["deployments"] if d["scheduled"] and d["scheduled"] == d["replicas"] < 10][:8]:
             name = f"{target['namespace']}/{target['name']}"
             if target["name"] in self.scaled:
                 continue
             if not self.edit("scale", "--config", stack, name, "--replicas", str(target["replicas"] + 1)):
                 return
-            if all(d["scheduled"] == d["replicas"] for d in self.scenario.plan()["deployments"]
+            if all(d["scheduled"] == d["replicas"] for d in self.scenario.plan(previous)["deployments"]
                    if f"{d['namespace']}/{d['name']}" == name):
                 self.scaled.add(target["name"])
                 break
