@@ -14,14 +14,16 @@ diagnostic) and, on failure, the error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 from pulumi import automation as auto
+
+from .pulumi_cli import ENGINE, _descendants
 
 STACK = "e2e"
 
@@ -45,37 +47,15 @@ def _event(event: auto.EngineEvent) -> dict[str, Any] | None:
     return None
 
 
-def _processes() -> dict[int, tuple[str, int]]:
-    """pid -> (name, parent pid) of every process."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = dict(line.split(":", 1) for line in Path(f"/proc/{entry}/status").read_text().splitlines()
-                              if ":" in line)
-            except OSError:
-                continue
-            out[int(entry)] = (fields.get("Name", "").strip(), int(fields.get("PPid", "0")))
-    return out
-
-
 def _kill_the_engine() -> int | None:
     """SIGKILL this process's `pulumi` child (the engine the Automation API started) and its plugins: a crash of the
     machine or the job, not a cancel (no process gets to save or clean up)."""
-    processes = _processes()
-    engine = next((pid for pid, (name, parent) in processes.items() if name == "pulumi" and parent == os.getpid()), None)
+    engine = next((pid for pid, name, *_ in _descendants(os.getpid()) if name == ENGINE), None)
     if engine is None:
         return None
-    tree, frontier = [engine], [engine]
-    while frontier:
-        children = [pid for pid, (_, parent) in processes.items() if parent in frontier]
-        tree += children
-        frontier = children
-    for pid in tree:
-        try:
+    for pid, *_ in _descendants(engine):  # the engine first, then its providers
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return engine
 
 

@@ -96,6 +96,7 @@ class MemorySampler(threading.Thread):
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
+ENGINE = "engine (pulumi)"  # what the samples call the Pulumi CLI's process
 
 
 def _group_members(group: int) -> list[str]:
@@ -141,7 +142,7 @@ def _descendants(root: int) -> list[tuple[int, str, int, float]]:
         elif name.startswith("pulumi-resource"):  # /proc truncates names to 15 characters
             name = "provider"
         elif name == "pulumi":
-            name = "engine (pulumi)"
+            name = ENGINE
         children.setdefault(ppid, []).append(pid)
         info[pid] = (name, rss, _cpu_seconds(entry))
     out, stack = [(root, *info[root])] if root in info else [], [root]
