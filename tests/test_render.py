@@ -210,7 +210,7 @@ def test_objects_are_listed_in_install_order():
 
 def test_pulumi_await_annotations_are_rendered():
     """What `pulumi up` applies, annotations included: Gateways wait for an address, LeaderWorkerSets for
-    Available, a cache's hydration Job is not awaited."""
+    Available, a cache's hydration Job and a replica's endpoint-picker Service are not awaited."""
     for stack in ("demo", "cloud"):
         for cluster in rendered(stack)[1]:
             for obj in cluster.objects:
@@ -220,6 +220,8 @@ def test_pulumi_await_annotations_are_rendered():
                             "Job": {"pulumi.com/skipAwait": "true"}}.get(obj["kind"], {})
                 if obj["metadata"]["name"] == "modelplane-hop":
                     expected = {}  # the hop's Gateway is internal: nothing needs its address
+                if obj["kind"] == "Service" and obj["metadata"]["name"].endswith("-epp"):
+                    expected = {"pulumi.com/skipAwait": "true"}  # its Deployment's await says the picker is up
                 assert {k: v for k, v in annotations.items() if k.startswith("pulumi.com/")} == expected, obj["kind"]
 
 

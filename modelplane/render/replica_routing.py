@@ -15,7 +15,16 @@ from ..api.model_deployment import ModelDeployment
 from ..scheduling import PlacedReplica
 from ..scheduling.names import child_name
 from . import objects as k8s
-from .types import ENGINE_PORT, SERVING, SYSTEM_NAMESPACE, WORKLOAD_GATEWAY, meta, replica_host
+from .types import (
+    ENGINE_PORT,
+    SERVING,
+    SKIP_AWAIT,
+    SYSTEM_NAMESPACE,
+    WORKLOAD_GATEWAY,
+    meta,
+    replica_host,
+    with_annotations,
+)
 
 EPP_PORT, EPP_HEALTH_PORT = 9002, 9003
 EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
@@ -168,14 +177,21 @@ def _endpoint_picker(
                 },
             },
         },
-        k8s.service(
-            epp,
-            ns,
-            labels,
-            {
-                "selector": {"app": epp},
-                "ports": [{"name": "grpc-ext-proc", "port": EPP_PORT, "targetPort": EPP_PORT, "appProtocol": "http2"}],
-            },
+        # Not awaited: the provider would hold it until its Endpoints settle (10 s, and before the EPP's own
+        # pods exist), delaying every replica's workloads; the EPP Deployment's await says the picker is up.
+        with_annotations(
+            k8s.service(
+                epp,
+                ns,
+                labels,
+                {
+                    "selector": {"app": epp},
+                    "ports": [
+                        {"name": "grpc-ext-proc", "port": EPP_PORT, "targetPort": EPP_PORT, "appProtocol": "http2"}
+                    ],
+                },
+            ),
+            {SKIP_AWAIT: "true"},
         ),
     ]
 
