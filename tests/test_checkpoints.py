@@ -90,9 +90,9 @@ def test_the_variable_is_read_as_the_engine_reads_it(value, skipping):
 
 
 def test_builds_names_each_cluster_and_why():
-    assert checkpoints.builds({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "9"}) == [
+    assert list(map(str, checkpoints.builds({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "9"}))) == [
         "b (its cluster or serving stack changed)", "c (new)"]
-    assert checkpoints.builds({"a": "1"}, None) == ["a (new)"]  # no record: a first up, or one from before
+    assert list(map(str, checkpoints.builds({"a": "1"}, None))) == ["a (new)"]  # no record: a first up, or one from before
 
 
 def test_an_up_that_builds_is_refused_before_anything_is_registered(mocks, monkeypatch, caplog):

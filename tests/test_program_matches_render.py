@@ -376,14 +376,14 @@ def test_the_comparison_fails_when_infra_adds_drops_or_changes_something(monkeyp
     def added(name, objects, opts, **kwargs):
         return add(name, [*objects, sneaky], opts, **kwargs)
 
-    def dropped(stack, opts, replacements):
+    def dropped(stack, opts, replacements, adopt=()):
         objects = [o for o in stack.objects if o["kind"] != "L2Advertisement"]
-        return install(dataclasses.replace(stack, objects=objects), opts, replacements)
+        return install(dataclasses.replace(stack, objects=objects), opts, replacements, adopt)
 
-    def changed(name, rendered, opts, after=None):
+    def changed(name, rendered, opts, after=None, adopt=()):
         rendered = [dataclasses.replace(r, values={**r.values, "replicaCount": 2}) if r.name == "mp-lws" else r
                     for r in rendered]
-        return releases(name, rendered, opts, after)
+        return releases(name, rendered, opts, after, adopt)
 
     monkeypatch.setattr(cluster, "apply_objects", added)
     monkeypatch.setattr(serving_stack, "install_stack", dropped)

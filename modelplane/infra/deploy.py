@@ -17,6 +17,7 @@ its endpoint and its place in the route only at the end of the update. There is 
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,14 +61,17 @@ def front_door_request(fleet: Fleet) -> ClusterRequest:
     return ClusterRequest(gateway.cluster_name, gateway.cluster, (), kind_cluster_names(fleet))
 
 
-def build_infrastructure(fleet: Fleet) -> Infrastructure:
+def build_infrastructure(fleet: Fleet, adopt: Mapping[str, Collection[str]] | None = None) -> Infrastructure:
+    """Every cluster and the front door; `adopt` names, per cluster, the Helm releases to import (release_adoption.py)."""
+    adopt = adopt or {}
     clusters = {
-        name: InferenceCluster(cluster_request(fleet, name), workload_stack(fleet, name))
+        name: InferenceCluster(cluster_request(fleet, name), workload_stack(fleet, name), adopt=adopt.get(name, ()))
         for name in sorted(fleet.inference_clusters)
     }
     gateway = None
     if fleet.inference_gateway is not None:
-        gateway = InferenceGateway(front_door_request(fleet), front_door_stack(fleet))
+        name = fleet.inference_gateway.cluster_name
+        gateway = InferenceGateway(front_door_request(fleet), front_door_stack(fleet), adopt=adopt.get(name, ()))
     return Infrastructure(clusters, gateway)
 
 

@@ -103,7 +103,14 @@ def remote_manifest(cluster: str, manifest: RemoteManifest, opts: pulumi.Resourc
     )
 
 
-def helm_release(name: str, release: HelmRelease, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+def release_id(release: HelmRelease) -> str:
+    """The provider's ID of a Helm release: `<namespace>/<name>`."""
+    return f"{release.namespace}/{release.name}"
+
+
+def helm_release(
+    name: str, release: HelmRelease, opts: pulumi.ResourceOptions, adopt: bool = False
+) -> k8s.helm.v3.Release:
     """A Helm release as rendered: fixed release name (no random suffix), its namespace created by Helm.
 
     The chart comes from one of three places (`modelplane.render.sources` decides which):
@@ -113,8 +120,11 @@ def helm_release(name: str, release: HelmRelease, opts: pulumi.ResourceOptions) 
     preview with a clear message; Helm ignores `version` for a local file).
 
     `atomic` rolls a failed install back, so a retry starts clean; the provider waits for the
-    release's resources to be ready before dependents are applied.
+    release's resources to be ready before dependents are applied. `adopt`: the release is deployed
+    already, maybe not in state; the engine imports it, then upgrades it to these inputs.
     """
+    if adopt:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(import_=release_id(release)))
     repository = release.repository.rstrip("/")
     if not repository:
         chart, repository_opts = local_chart(release.chart), None

@@ -22,7 +22,7 @@ import pulumi
 from pulumi.runtime.sync_await import _sync_await
 
 from ..api import ConfigError, Fleet, ModelplaneError
-from ..render.fingerprint import infrastructure_fingerprints
+from ..render.fingerprint import infrastructure_fingerprints, provisioned_clusters
 from ..render.front_door import service_address
 from ..scheduling import PlanResult, load_previous, schedule
 from ..views import shortfall_warning
@@ -30,6 +30,7 @@ from . import checkpoints
 from .config import load_fleet_from_pulumi
 from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
 from .provider_tmpdir import warn_unless_private_temp_folder
+from .release_adoption import adoptable_releases
 from .sources import check_folder_mirror
 from .state_shape import trim_stack_traces
 
@@ -68,12 +69,15 @@ def previous_placement(previous: pulumi.Output[Any]) -> pulumi.Output[Any]:
     return pulumi.Output.unsecret(previous.apply(lambda outputs: outputs.get("placement")))
 
 
-def check_checkpoint_skipping(fingerprints: dict[str, str], previous: pulumi.Output[Any]) -> None:
-    """Under PULUMI_SKIP_CHECKPOINTS, before anything is registered: refuse an `up` that builds (checkpoints.py)."""
-    if not checkpoints.skipping():
-        return
-    recorded = _sync_await(previous.future()) or {}
-    checkpoints.check(fingerprints, recorded.get("infrastructure"), dry_run=pulumi.runtime.is_dry_run())
+def recorded_infrastructure(previous: pulumi.Output[Any]) -> object:
+    """The last `up`'s `infrastructure` output (render/fingerprint.py), waited for before anything is registered."""
+    return (_sync_await(previous.future()) or {}).get("infrastructure")
+
+
+def check_checkpoint_skipping(fleet: Fleet, fingerprints: dict[str, str], recorded: object) -> None:
+    """Under PULUMI_SKIP_CHECKPOINTS: refuse an `up` that builds a provisioned cluster (checkpoints.py)."""
+    if checkpoints.skipping():
+        checkpoints.check(fingerprints, recorded, provisioned_clusters(fleet), dry_run=pulumi.runtime.is_dry_run())
 
 
 def plan(fleet: Fleet, previous: Any) -> PlanResult:
@@ -152,9 +156,11 @@ def run() -> Program:
     warn_unless_private_temp_folder()  # the Kubernetes provider leaves each kubeconfig in the engine's TMPDIR
     previous = previous_outputs()
     fingerprints = infrastructure_fingerprints(fleet)
-    check_checkpoint_skipping(fingerprints, previous)
+    recorded = recorded_infrastructure(previous)
+    check_checkpoint_skipping(fleet, fingerprints, recorded)
     result = previous_placement(previous).apply(lambda placement: plan(fleet, placement))
-    infrastructure = build_infrastructure(fleet)
+    # Helm releases an interrupted `up` installed but never recorded are imported, not installed again
+    infrastructure = build_infrastructure(fleet, adoptable_releases(fleet, fingerprints, recorded))
     placement = result.apply(lambda r: build_placement(fleet, r, infrastructure))
     pulumi.export("fleet", {"summary": fleet.summary(), "counts": fleet.counts()})
     pulumi.export("placement", result.apply(lambda r: r.document_data()))

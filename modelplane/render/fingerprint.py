@@ -39,8 +39,11 @@ def infrastructure_fingerprints(fleet: Fleet) -> dict[str, str]:
     stacks = {stack.cluster: dataclasses.asdict(stack) for stack in cluster_stacks(fleet)}
     out: dict[str, str] = {}
     for name, cluster in fleet.inference_clusters.items():
-        provisioned = cluster.cluster.is_cloud or cluster.cluster.source == "Kind"
-        pools = [p.model_dump(mode="json", by_alias=True) for p in cluster.node_pools] if provisioned else []
+        pools = (
+            [p.model_dump(mode="json", by_alias=True) for p in cluster.node_pools]
+            if _provisioned(cluster.cluster)
+            else []
+        )
         out[name] = _digest({"source": _source(cluster.cluster), "nodePools": pools, "stack": stacks[name]})
     gateway = fleet.inference_gateway
     if gateway is not None:
@@ -48,3 +51,16 @@ def infrastructure_fingerprints(fleet: Fleet) -> dict[str, str]:
         # a cluster that is both a workload cluster and the front door's: both parts
         out[gateway.cluster_name] = _digest([out.get(gateway.cluster_name), front_door])
     return dict(sorted(out.items()))
+
+
+def _provisioned(source: ClusterSource) -> bool:
+    return source.is_cloud or source.source == "Kind"
+
+
+def provisioned_clusters(fleet: Fleet) -> set[str]:
+    """The clusters (workload or front door) the program creates: a second create would make a second cluster."""
+    out = {name for name, cluster in fleet.inference_clusters.items() if _provisioned(cluster.cluster)}
+    gateway = fleet.inference_gateway
+    if gateway is not None and _provisioned(gateway.cluster):
+        out.add(gateway.cluster_name)
+    return out

@@ -69,12 +69,12 @@ class KubeClient:
         self._connection: _Connection | None = None
         self._proxy = urllib.parse.urlsplit(access.proxy) if access.proxy else None
 
-    def get(self, path: str, params: dict[str, str] | None = None) -> dict | None:
-        """The JSON object at `path`; None when the API server says 404."""
+    def get(self, path: str, params: dict[str, str] | None = None, accept: str = "application/json") -> dict | None:
+        """The JSON object at `path`; None when the API server says 404. `accept` may ask for a list's metadata only."""
         if self._connection is None:
             self._prepare()
         target = self._prefix + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
-        headers = {"Accept": "application/json", "User-Agent": "modelplane-status"}
+        headers = {"Accept": accept, "User-Agent": "modelplane-status"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
         if self._proxy is not None and not self._https:  # a plain-http server through a proxy: absolute URI

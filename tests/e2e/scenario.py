@@ -251,6 +251,35 @@ class Scenario:
     # --- a crash in the middle of an up ------------------------------------------------------------------
     CRASH_AFTER = "ModelReplica$kubernetes:apps/v1:Deployment"  # the first replica workload: its cluster's releases are done
 
+    RELEASE = "kubernetes:helm.sh/v3:Release"
+
+    def crash_mid_first_up_skipping_checkpoints(self, rendered: Rendered) -> None:
+        """With PULUMI_SKIP_CHECKPOINTS (allowed: every cluster is Existing) the first `up` is killed once every Helm
+        release is installed: nothing was saved, so the next `up` finds releases it never recorded and imports them
+        (release_adoption.py) instead of failing on "cannot re-use a name"."""
+        run = self.engine("pulumi up (first, skipping checkpoints, engine killed once every release is installed)",
+                          "up", env={"PULUMI_SKIP_CHECKPOINTS": "true"}, kill_engine_after=len(rendered.releases),
+                          kill_matching=self.RELEASE)
+        state = json.loads(self.project.state_file().read_text()) if self.project.state_file().exists() else {}
+        saved = [r for r in (state.get("checkpoint", {}).get("latest") or {}).get("resources") or []
+                 if r["type"] == self.RELEASE]
+        installed = self.helm_releases()
+        expected = {f"{cluster}/{name}" for cluster, name, _ in rendered.releases}
+        self.report.check("skipping checkpoints, the first up killed once its releases are installed saved none of them",
+                          bool((run.result.get("killed") or {}).get("pid")) and not saved and installed == expected,
+                          f"{len(installed)} releases deployed on the clusters, {len(saved)} in state; "
+                          f"missing {sorted(expected - installed)[:4]}, unexpected {sorted(installed - expected)[:4]}")
+        self.after_a_kill_as_the_runbook_says()
+
+    def helm_releases(self) -> set[str]:
+        """`<cluster>/<release>` of every Helm release deployed on the fleet's clusters."""
+        out = set()
+        for cluster in self.cluster_names:
+            for secret in self.api(cluster).list("/api/v1/secrets", label_selector="owner=helm,status=deployed",
+                                                metadata_only=True):
+                out.add(f"{cluster}/{secret['metadata']['labels']['name']}")
+        return out
+
     def crash_mid_up(self) -> None:
         """The engine is killed (SIGKILL, no chance to save) in the middle of the first `up`; the next `up` recovers."""
         run = self.engine("pulumi up (engine killed mid-up)", "up", kill_engine_after=1, kill_matching=self.CRASH_AFTER)
@@ -328,12 +357,16 @@ class Scenario:
                     name = f"{cluster}/{meta['namespace']}/{meta['name']}" if meta.get("namespace") else f"{cluster}/{meta['name']}"
                     if name not in known:
                         orphans.append(f"{plural} {name}")
+        releases = {name for kind, name in names if kind == "Release"}
+        orphans += [f"helm release {name}" for name in sorted(self.helm_releases() - releases)]
+        imported = sum(1 for r in state.get("resources") or [] if r["type"] == self.RELEASE and r.get("importID"))
         pending = state.get("pending_operations") or []
         return self.report.check(f"{after} the next up converges: nothing orphaned, nothing duplicated, "
                                  "no pending operation", not orphans and not duplicated and not pending,
                                  f"orphans {orphans[:6]}, duplicated {duplicated[:6]}, pending {len(pending)}"
                                  if orphans or duplicated or pending else
-                                 f"{len(names)} resources in state, each once; the crash had left "
+                                 f"{len(names)} resources in state, each once ({len(releases)} Helm releases, "
+                                 f"{imported} of them imported); the crash had left "
                                  f"{len(self.crashed_pending)} pending operations")
 
     def up_creates_everything(self, rendered: Rendered) -> bool:
@@ -612,6 +645,7 @@ class Scenario:
             rendered = self.render("first")
             self.envoy_makes_the_front_door_promised("first")
             self.preview_shows_the_plan(rendered, plan)
+            self.crash_mid_first_up_skipping_checkpoints(rendered)
             self.crash_mid_up()
             if self.up_creates_everything(rendered) and self.nothing_orphaned_or_duplicated():
                 self.second_up_changes_nothing()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pulumi
@@ -25,7 +26,11 @@ class InferenceCluster(pulumi.ComponentResource):
     """
 
     def __init__(
-        self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None
+        self,
+        request: ClusterRequest,
+        stack: ClusterStack,
+        opts: pulumi.ResourceOptions | None = None,
+        adopt: Collection[str] = (),
     ) -> None:
         super().__init__(component_type("InferenceCluster"), request.name, None, opts)
         self.name = request.name
@@ -34,7 +39,7 @@ class InferenceCluster(pulumi.ComponentResource):
         self.kubeconfig = selected_kubeconfig(access)
         values = deployed_values(stack, access)
         apply_objects(request.name, stack.cluster_objects, children(self, self.provider), replacements=values)
-        self.serving_stack = ServingStack(stack, self.provider, values, opts=pulumi.ResourceOptions(parent=self))
+        self.serving_stack = ServingStack(stack, self.provider, values, pulumi.ResourceOptions(parent=self), adopt)
         self.register_outputs({"gatewayAddress": self.serving_stack.address})
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ import yaml
 from ...render.fleet import release_waits_for, waits_for
 from ...render.types import ClusterStack, HelmRelease
 from ..backends.base import ClusterAccess
-from ..kube import apply_object, helm_release, remote_manifest, resource_name, substitute
+from ..kube import apply_object, helm_release, release_id, remote_manifest, resource_name, substitute
 
 
 def component_type(kind: str) -> str:
@@ -56,8 +56,13 @@ def install_releases(
     releases: Iterable[HelmRelease],
     opts: pulumi.ResourceOptions,
     after: Mapping[str, list[pulumi.Resource]] | None = None,
+    adopt: Collection[str] = (),
 ) -> dict[str, k8s.helm.v3.Release]:
-    """Helm releases in dependency order; `after` adds non-release prerequisites per release name."""
+    """Helm releases in dependency order; `after` adds non-release prerequisites per release name.
+
+    A release whose `<namespace>/<name>` is in `adopt` is deployed already and maybe not in state:
+    imported rather than installed (release_adoption.py).
+    """
     installed: dict[str, k8s.helm.v3.Release] = {}
     pending = list(releases)
     while pending:
@@ -73,6 +78,7 @@ def install_releases(
                 f"{cluster}/{release.name}",
                 release,
                 pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends_on)),
+                adopt=release_id(release) in adopt,
             )
             pending.remove(release)
     return installed
@@ -122,7 +128,10 @@ class Installed:
 
 
 def install_stack(
-    stack: ClusterStack, opts: pulumi.ResourceOptions, replacements: Mapping[str, pulumi.Input[str]]
+    stack: ClusterStack,
+    opts: pulumi.ResourceOptions,
+    replacements: Mapping[str, pulumi.Input[str]],
+    adopt: Collection[str] = (),
 ) -> Installed:
     """A rendered cluster stack's remote manifests, charts and objects, in the order the cluster can take them.
 
@@ -146,6 +155,7 @@ def install_stack(
         stack.releases,
         opts,
         after={r.name: base + [manifests[m] for m in release_waits_for(stack, r)] for r in stack.releases},
+        adopt=adopt,
     )
     served = [o for o in stack.objects if waits_for(stack, o)]
     prerequisites = {**manifests, **installed}

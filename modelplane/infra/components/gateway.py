@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pulumi
 
 from ...render.types import ClusterStack
@@ -19,7 +21,11 @@ class InferenceGateway(pulumi.ComponentResource):
     """
 
     def __init__(
-        self, request: ClusterRequest, stack: ClusterStack, opts: pulumi.ResourceOptions | None = None
+        self,
+        request: ClusterRequest,
+        stack: ClusterStack,
+        opts: pulumi.ResourceOptions | None = None,
+        adopt: Collection[str] = (),
     ) -> None:
         name = stack.cluster
         super().__init__(component_type("InferenceGateway"), name, None, opts)
@@ -27,7 +33,7 @@ class InferenceGateway(pulumi.ComponentResource):
         access = backends.provision(request, self)
         self.provider = cluster_provider(name, access, self)
         self.kubeconfig = selected_kubeconfig(access)
-        installed = install_stack(stack, children(self, self.provider), deployed_values(stack, access))
+        installed = install_stack(stack, children(self, self.provider), deployed_values(stack, access), adopt)
         self.address: pulumi.Output[str] = installed.address
         self.ready: list[pulumi.Resource] = installed.ready
         self.register_outputs({"address": self.address})

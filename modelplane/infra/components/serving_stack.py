@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -25,9 +25,10 @@ class ServingStack(pulumi.ComponentResource):
         provider: k8s.Provider,
         replacements: Mapping[str, pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
+        adopt: Collection[str] = (),
     ) -> None:
         super().__init__(component_type("ServingStack"), stack.cluster, None, opts)
-        installed = install_stack(stack, children(self, provider), replacements)
+        installed = install_stack(stack, children(self, provider), replacements, adopt)
         self.address: pulumi.Output[str] = installed.address
         self.ready: list[pulumi.Resource] = installed.ready
         self.register_outputs({"address": self.address})
