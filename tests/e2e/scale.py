@@ -213,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="checkpoints,skip",
                         help="the day-2 operations' engine modes, in order: checkpoints (every step saved, Pulumi's "
                              "default), skip (PULUMI_SKIP_CHECKPOINTS=true; the program refuses it for an up that builds)")
+    parser.add_argument("--first", choices=sorted(DAY2_MODES), default="skip",
+                        help="the first preview's and up's engine mode (default skip: every cluster of the scale fleet "
+                             "is Existing, which the program lets build while skipping checkpoints)")
     parser.add_argument("--no-floor", action="store_true", help="skip the kubectl/helm floor")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args(argv)
@@ -238,10 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_floor:
             # on the fresh fleet, then removed: after a destroy the charts' CRDs and namespaces would still be there
             measure.floor = run_floor(scenario, first_render)
+        measure.mode, measure.mode_env = DAY2_MODES[args.first]
         preview = measure.engine("pulumi preview (first)", "preview")
         report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
         up = measure.engine("pulumi up (first)", "up", timeout=7200)
         report.check("up succeeds", up.result.get("ok"), _engine_error(up))
+        measure.mode, measure.mode_env = "", {}
         if up.result.get("ok"):
             text, state = state_weight(scenario.project.state_file())
             report.note(text)
