@@ -26,6 +26,12 @@ trap 'exit 143' TERM
 # takes it over instead of stopping on a server-side apply conflict (docs/runbook.md, "An `up` that was
 # killed"). Set PULUMI_K8S_ENABLE_PATCH_FORCE=false to be stopped instead.
 export PULUMI_K8S_ENABLE_PATCH_FORCE=${PULUMI_K8S_ENABLE_PATCH_FORCE:-true}
+# An awaited resource holds one of the engine's parallel slots until it is ready (a replica's Deployment until
+# its pods are Ready: minutes while a model loads), and Pulumi's default is 4 slots per CPU: on a 2-core runner
+# a fleet's replicas came up 8 resources at a time (docs/pulumi.md, "At fleet size"). `--parallel N` still wins.
+export PULUMI_PARALLEL=${PULUMI_PARALLEL:-64}
+# Without it the engine asks the provider for every resource's diff one at a time, in its one step generator.
+export PULUMI_PARALLEL_DIFF=${PULUMI_PARALLEL_DIFF:-true}
 status=0
 TMPDIR=$private MODELPLANE_PRIVATE_TMPDIR=$private "$@" || status=$?
 exit "$status"
