@@ -22,7 +22,7 @@ from .filters import ClusterVerdicts, capacity_reason, pool_failure
 from .fit import Fit, Ledger, place_engines
 from .placement import DeploymentPlan
 from .result import ClusterVerdict, Explanation
-from .snapshot import Cluster, Workload
+from .snapshot import Cluster, Pool, Workload
 
 
 class Explanations(Mapping[NamespacedName, Explanation]):
@@ -45,6 +45,9 @@ class Explanations(Mapping[NamespacedName, Explanation]):
         self._pool_level: dict[int, list[ClusterVerdict | None]] = {}  # per cluster; None: not asked yet
         self._asked: dict[tuple[int, int], tuple[tuple[ClusterVerdict, ...], str]] = {}
         self._pool_reason: dict[tuple, reasons.Reason | None] = {}
+        # The capacity filter's reason per (cluster, pool, demand): the final ledger does not change, and
+        # with many deployment shapes the same few demands are asked of every full pool again and again.
+        self._capacity: dict[tuple, reasons.Reason] = {}
         self._explained: dict[NamespacedName, Explanation] = {}
 
     def __getitem__(self, key: NamespacedName) -> Explanation:
@@ -120,13 +123,16 @@ class Explanations(Mapping[NamespacedName, Explanation]):
                     )
                 reason = self._pool_reason[key]
                 if reason is None:  # it would fit here but for the capacity filter
-                    reason = capacity_reason(
-                        self._ledger.packing,
-                        pool,
-                        self._ledger.free[(cluster.name, pool.name)],
-                        fit.demand(pool, engine),
-                    )
+                    reason = self._capacity_reason(cluster, pool, fit.demand(pool, engine))
                 found.append(reason)
         capacity = [r for r in found if r.code == "InsufficientCapacity"]
         # A pool that matches but is full explains more than pools that never match.
         return tuple(capacity + [r for r in found if r.code != "InsufficientCapacity"] if capacity else found)
+
+    def _capacity_reason(self, cluster: Cluster, pool: Pool, demand) -> reasons.Reason:
+        key = (cluster.name, pool.name, demand)
+        found = self._capacity.get(key)
+        if found is None:
+            free = self._ledger.free[(cluster.name, pool.name)]
+            found = self._capacity[key] = capacity_reason(self._ledger.packing, pool, free, demand)
+        return found
