@@ -74,7 +74,7 @@ class Explanations(ExplanationSource):
         if asked in self._asked:
             return self._asked[asked][1]
         if asked not in self._summaries:
-            self._summaries[asked] = self._summary(workload, *asked)
+            self._summaries[asked] = self._summary(workload, asked[1])
         return self._summaries[asked]
 
     def _question(self, workload: Workload) -> tuple[int, int]:
@@ -104,19 +104,16 @@ class Explanations(ExplanationSource):
     def _id(self, asked: tuple) -> int:
         return self._ids.setdefault(asked, len(self._ids))
 
-    def _cluster_level_of(self, workload: Workload, cluster_id: int) -> list[ClusterVerdict | None]:
+    def _verdicts(self, workload: Workload, cluster_id: int, engines_id: int) -> tuple[ClusterVerdict, ...]:
+        clusters = self._clusters
         if cluster_id not in self._cluster_level:
             self._cluster_level[cluster_id] = [
                 None if why is None else ClusterVerdict(c.name, 0, False, (why,), self._free[i])
-                for i, (c, why) in enumerate(zip(self._clusters, self._cluster_verdicts.of(workload), strict=False))
+                for i, (c, why) in enumerate(zip(clusters, self._cluster_verdicts.of(workload), strict=False))
             ]
-        return self._cluster_level[cluster_id]
-
-    def _verdicts(self, workload: Workload, cluster_id: int, engines_id: int) -> tuple[ClusterVerdict, ...]:
-        clusters = self._clusters
         pool_level = self._pool_level.setdefault(engines_id, [None] * len(clusters))
         verdicts = []
-        for i, verdict in enumerate(self._cluster_level_of(workload, cluster_id)):
+        for i, verdict in enumerate(self._cluster_level[cluster_id]):
             if verdict is None:
                 verdict = pool_level[i]
                 if verdict is None:
@@ -157,17 +154,19 @@ class Explanations(ExplanationSource):
             )
         return self._pool_reason[key]
 
-    def _summary(self, workload: Workload, cluster_id: int, engines_id: int) -> str:
+    def _summary(self, workload: Workload, engines_id: int) -> str:
         """What `_verdicts` would summarize: the available clusters and each other cluster's first reason."""
         pool_level = self._pool_level.get(engines_id)
         available = 0
         unavailable: list[reasons.Reason] = []
-        for i, verdict in enumerate(self._cluster_level_of(workload, cluster_id)):
-            if verdict is None and pool_level is not None:
-                verdict = pool_level[i]  # built for an explanation already
+        # A cluster the cluster filters refuse: that reason alone, as `_verdicts` makes it the verdict's.
+        for i, why in enumerate(self._cluster_verdicts.of(workload)):
+            if why is not None:
+                unavailable.append(why)
+                continue
+            verdict = pool_level[i] if pool_level is not None else None  # built for an explanation already
             if verdict is not None:
-                first = verdict.primary
-                fits = verdict.available
+                fits, first = verdict.available, verdict.primary
             else:
                 fits, first = self._first_reason(self._clusters[i], workload, engines_id)
             if fits:
