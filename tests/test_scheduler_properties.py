@@ -105,7 +105,7 @@ def test_a_summary_alone_is_the_explanations_summary(packing, config, explain_fi
     fleet = load_fleet({"inferenceClasses": RANDOM_CLASSES, "scheduling": {"packing": packing}, **copy.deepcopy(config)})
     result = schedule(fleet)
     keys = list(result.deployments)
-    for key, first in zip(keys, explain_first):
+    for key, first in zip(keys, explain_first, strict=False):
         if first:
             result.explain(key)
     summaries = [result.summary(key) for key in keys]
