@@ -14,7 +14,7 @@ def condition_line(plan: DeploymentPlan) -> str:
 
 def shortfall_warning(result: PlanResult, plan: DeploymentPlan) -> str:
     """'ns/name: Scheduled 1 of 3 replicas; 1/4 clusters are available: ...' for a short deployment."""
-    return f"{plan.key}: {plan.conditions[0].message}; {result.explain(plan.key).summary}"
+    return f"{plan.key}: {plan.conditions[0].message}; {result.summary(plan.key)}"
 
 
 def _pools_used(result: PlanResult, cluster, separator: str, unit: str = "") -> str:

@@ -94,3 +94,20 @@ def test_an_explanation_does_not_depend_on_what_was_explained_before(config, bac
     alone = [schedule(fleet).explain(key) for key in keys]
     assert together == alone
     assert [e.summary for e in together] == [e.summary for e in alone]
+
+
+@pytest.mark.parametrize("packing", ["DeviceGranular", "WholeNode"])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(random_fleets, st.lists(st.booleans(), max_size=12))
+def test_a_summary_alone_is_the_explanations_summary(packing, config, explain_first):
+    """A warning reads `summary` alone, which builds each cluster's first reason only (diagnosis.py): it
+    must read as the full explanation's, whether or not deployments that ask alike were explained before."""
+    fleet = load_fleet({"inferenceClasses": RANDOM_CLASSES, "scheduling": {"packing": packing}, **copy.deepcopy(config)})
+    result = schedule(fleet)
+    keys = list(result.deployments)
+    for key, first in zip(keys, explain_first, strict=False):
+        if first:
+            result.explain(key)
+    summaries = [result.summary(key) for key in keys]
+    full = schedule(fleet)
+    assert summaries == [full.explain(key).summary for key in keys]

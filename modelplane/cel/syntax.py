@@ -28,8 +28,10 @@ class CelSyntaxError(Exception):
         self.line, self.column, self.expected = line, column, expected
 
 
-@lru_cache(maxsize=1)
-def _parser() -> lark.Lark:
+@lru_cache(maxsize=2)
+def _parser(positions: bool = False) -> lark.Lark:
+    """`positions`: each tree node's line and column (`propagate_positions`), which doubles the
+    parse time and only a nesting error reports: such an expression is parsed again with them."""
     grammar = (Path(__file__).parent / "cel.lark").read_text(encoding="utf-8")  # cel-python's, vendored
     member_rule = re.search(r"^member\s*:.*$", grammar, re.M)
     if member_rule is None:  # pragma: no cover - a cel-python upgrade changed the grammar
@@ -41,7 +43,7 @@ def _parser() -> lark.Lark:
         start="expr",
         g_regex_flags=re.M,
         lexer_callbacks={"IDENT": _literal_keywords},
-        propagate_positions=True,
+        propagate_positions=positions,
         maybe_placeholders=False,
         priority="invert",
         cache=True,
@@ -73,6 +75,8 @@ def parse_cel(expression: str) -> lark.Tree:
         raise CelSyntaxError("the expression nests too deeply") from None
     depth, beyond = nesting(tree)
     if beyond is not None:
+        depth, beyond = nesting(_parser(positions=True).parse(expression))  # the same tree, with positions
+        assert beyond is not None
         raise CelSyntaxError(
             f"expression nests {depth} levels deep; at most {MAX_NESTING}",
             getattr(beyond.meta, "line", None),

@@ -175,7 +175,13 @@ class ClusterVerdicts:
             return None
         key = self._key(workload)
         if key not in self._tiers:
-            self._tiers[key] = {c.name: tier for c in self.clusters if (tier := workload.tier_of(c.labels)) is not None}
+            # A tier reads labels alone: asked of the first cluster of each alike group, as `of` asks.
+            per_group = [workload.tier_of(c.labels) for c in self._firsts]
+            self._tiers[key] = {
+                c.name: tier
+                for c, group in zip(self.clusters, self._alike, strict=True)
+                if (tier := per_group[group]) is not None
+            }
         return self._tiers[key]
 
     def any_candidate(self, workload: Workload) -> bool:

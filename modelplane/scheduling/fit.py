@@ -82,6 +82,7 @@ class Fit:
         self._demand: dict[tuple[str, int], Any] = {}
         self._classes: dict[str, tuple[tuple[tuple[Resolved, ...], bool | None], ...]] = {}
         self._by_cluster: dict[str, tuple | None] = {}
+        self._claimable: dict[tuple[int, frozenset[str]], tuple[bool, ...]] = {}
         self._usable_classes: tuple[frozenset[str], ...] | None = None  # per engine
 
     def engine_on(self, pool: Pool, engine: Engine) -> tuple[Resolved, ...]:
@@ -101,9 +102,15 @@ class Fit:
         return self._demand[key]
 
     def claimable(self, cluster: Cluster, engine: Engine) -> tuple[bool, ...]:
-        """Per member: does some pool of the cluster give it at least one DRA device (capacity ignored)?"""
-        per_pool = [self.engine_on(p, engine) for p in cluster.pools]
-        return tuple(any(r[i].claims for r in per_pool) for i in range(len(engine.members)))
+        """Per member: does some pool of the cluster give it at least one DRA device (capacity ignored)?
+
+        It reads the pools' classes alone (`engine_on`), so it is asked once per set of classes."""
+        key = (engine.index, cluster.class_names)
+        found = self._claimable.get(key)
+        if found is None:
+            per_pool = [self.engine_on(p, engine) for p in cluster.pools]
+            found = self._claimable[key] = tuple(any(r[i].claims for r in per_pool) for i in range(len(engine.members)))
+        return found
 
     def options(self, cluster: Cluster) -> tuple | None:
         """Per engine: the (pool, resolved, cost) it may use, in pool order; None if an engine has none."""

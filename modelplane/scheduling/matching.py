@@ -65,12 +65,12 @@ class Matcher:
         key = (pool.class_name, member.requests)
         found = self._memo.get(key)
         if found is None:
-            found = self._memo[key] = self._match(pool, member)[0]
+            found = self._memo[key] = self._match(pool, member, explain=False)[0]
         return found
 
     def why_not(self, pool: Pool, member: Member, engine: str) -> reasons.Reason:
         """Why `member` matches no device of `pool` (asked only of a member that does not match)."""
-        return self._match(pool, member, engine)[1] or reasons.selector_mismatch(
+        return self._match(pool, member, engine, explain=True)[1] or reasons.selector_mismatch(
             engine, member.index, "?", "", pool.name
         )
 
@@ -89,7 +89,13 @@ class Matcher:
                 return expression, answer if isinstance(answer, SelectorEvaluationError) else None
         return "", None
 
-    def _match(self, pool: Pool, member: Member, engine: str = "") -> tuple[Resolved, reasons.Reason | None]:
+    def _match(
+        self, pool: Pool, member: Member, engine: str = "", *, explain: bool
+    ) -> tuple[Resolved, reasons.Reason | None]:
+        """The resolution, and with `explain` why it does not match (None when it does).
+
+        `resolve` asks without `explain`: most (class, requests) pairs of a fleet with many
+        deployment shapes do not match, and only the few a warning names need the reason's text."""
         remaining = [device.count for device in pool.devices]
         demand = [0] * len(pool.devices)
         resolved = []
@@ -103,7 +109,7 @@ class Matcher:
                 None,
             )
             if chosen is None:
-                return NO_MATCH, self._explain(pool, member, request, engine, remaining)
+                return NO_MATCH, self._explain(pool, member, request, engine, remaining) if explain else None
             device = pool.devices[chosen]
             if device.claim == "DRA":
                 for other in pool.devices:  # Kubernetes evaluates the request on every device of its class
@@ -112,7 +118,7 @@ class Matcher:
                         if error is not None:
                             return NO_MATCH, reasons.selector_error(
                                 engine, member.index, request.name, expression, pool.name, other.name, str(error)
-                            )
+                            ) if explain else None
                 resolved.append(
                     ResolvedRequest(request.name, device.device_class_name, request.count, request.selectors)
                 )

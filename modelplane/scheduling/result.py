@@ -64,6 +64,18 @@ class Explanation:
         return lines
 
 
+class ExplanationSource(Mapping[NamespacedName, Explanation]):
+    """Every deployment's explanation, on demand; `summary` is the one line a warning prints.
+
+    An implementation may answer `summary` without building every cluster's verdict (a plan warns
+    for every short deployment and reads nothing else of their explanations); it must equal
+    `self[key].summary`.
+    """
+
+    def summary(self, key: NamespacedName) -> str:
+        return self[key].summary
+
+
 @dataclass(frozen=True)
 class PlanResult:
     deployments: Mapping[NamespacedName, DeploymentPlan]  # in (namespace, name) order
@@ -71,7 +83,7 @@ class PlanResult:
     clusters: tuple[Cluster, ...]  # the fleet as planned: pools with their declared nodes
     free: Mapping[tuple[str, str], int]  # (cluster, pool) -> nodes (WholeNode) or devices left after this plan
     # Computed on first read, then kept; not compared (equal plans explain alike).
-    explanations: Mapping[NamespacedName, Explanation] = field(compare=False, repr=False)
+    explanations: ExplanationSource = field(compare=False, repr=False)
     packing: Packing = "DeviceGranular"
 
     @property
@@ -119,3 +131,7 @@ class PlanResult:
 
     def explain(self, key: NamespacedName) -> Explanation:
         return self.explanations[key]
+
+    def summary(self, key: NamespacedName) -> str:
+        """`explain(key).summary`: "0/3 clusters are available: ..."."""
+        return self.explanations.summary(key)
