@@ -52,3 +52,45 @@ def test_trimming_twice_wraps_once():
     assert state_shape.trim_stack_traces() and state_shape.trim_stack_traces()
     wrapped = state_shape.sdk_resource._get_stack_trace
     assert wrapped.modelplane_trimmed and not getattr(wrapped.__wrapped__, "modelplane_trimmed", False)
+
+
+def test_the_program_builds_the_trace_the_sdk_would_send_trimmed(monitor, mocks, monkeypatch):
+    """`program_trace` formats only the frames it keeps; for every resource of the demo stack it gives exactly
+    `program_frames` of the SDK's whole trace, taken at the same call."""
+    current = state_shape.sdk_resource._get_stack_trace
+    sdk_trace = getattr(current, "__wrapped__", current)
+    compared = []
+
+    def both():
+        expected = state_shape.program_frames(sdk_trace())
+        built = state_shape.program_trace(sdk_trace)
+        compared.append((list(expected.frames), list(built.frames)))
+        return built
+
+    both.modelplane_trimmed = True  # the program keeps it (trim_stack_traces)
+    monkeypatch.setattr(state_shape.sdk_resource, "_get_stack_trace", both)
+    deploy(monitor, mocks, stack_config("demo"))
+    assert len(compared) > 50 and any(expected for expected, _ in compared)
+    assert [expected for expected, _ in compared] == [built for _, built in compared]
+
+
+def test_a_trace_with_no_frame_of_the_program_is_built_whole():
+    """Made outside modelplane (three `__init__`s deep, as a resource is): every frame outside them."""
+    current = state_shape.sdk_resource._get_stack_trace
+    sdk_trace = getattr(current, "__wrapped__", current)
+
+    class Resource:
+        def __init__(self):
+            self.trace = Custom()
+
+    class Custom:
+        def __init__(self):
+            self.trace = Concrete()
+
+    class Concrete:
+        def __init__(self):
+            self.expected = state_shape.program_frames(sdk_trace())
+            self.built = state_shape.program_trace(sdk_trace)
+
+    made = Resource().trace.trace
+    assert made.expected.frames and list(made.expected.frames) == list(made.built.frames)

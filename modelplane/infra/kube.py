@@ -1,51 +1,30 @@
 """Rendered Kubernetes objects, Helm releases and remote manifests as Pulumi resources, without writing any field here.
 
 Objects come from `modelplane.render` as plain dicts, annotations (Pulumi's await hints) included.
-Built-in kinds go through the typed pulumi-kubernetes class for their group/version/kind (so the
-provider's await logic applies: a Deployment is created only once it is available); custom
-resources through a generic Kubernetes custom resource; a remote manifest through a
-`yaml.v2.ConfigFile`. Placeholders the renderer leaves for values known only at deploy time
+Each object is registered as pulumi-kubernetes' class for its kind would register it: its type
+token (by which the provider's await logic applies: a Deployment is created only once it is
+available), its fields and the class's options (`kube_kinds` chooses how); a remote manifest
+through a `yaml.v2.ConfigFile`. Placeholders the renderer leaves for values known only at deploy time
 (secrets, a cloud's file system or network, a kind cluster's MetalLB range, a workload gateway's
 address) are substituted with Outputs here (`substitute`).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi_kubernetes import _utilities as k8s_utilities
 
 from ..render.secrets import PLACEHOLDER
 from ..render.types import HelmRelease, RemoteManifest
+from .kube_kinds import KubeObject, Typed, registration
 from .sources import local_chart, manifest_file
-
-# API groups pulumi-kubernetes has typed classes for (module name under pulumi_kubernetes).
-_TYPED_GROUPS = {
-    "": "core",
-    "apps": "apps",
-    "batch": "batch",
-    "policy": "policy",
-    "rbac.authorization.k8s.io": "rbac",
-    "discovery.k8s.io": "discovery",
-    "resource.k8s.io": "resource",
-    "storage.k8s.io": "storage",
-    "networking.k8s.io": "networking",
-    "scheduling.k8s.io": "scheduling",
-    "admissionregistration.k8s.io": "admissionregistration",
-    "apiextensions.k8s.io": "apiextensions",
-}
 
 # A deploy-time placeholder the renderer left (`render.types.deployed_placeholder`).
 DEPLOYED = re.compile(r"<deployed: ([^<>]+)>")
-
-
-def _snake(key: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 
 def object_id(obj: Mapping[str, Any]) -> str:
@@ -59,41 +38,18 @@ def resource_name(cluster: str, obj: Mapping[str, Any]) -> str:
     return f"{cluster}/{object_id(obj)}"
 
 
-def typed_class(api_version: str, kind: str) -> type | None:
-    group, _, version = api_version.rpartition("/")
-    module = _TYPED_GROUPS.get(group)
-    if module is None:
-        return None
-    try:
-        return getattr(importlib.import_module(f"pulumi_kubernetes.{module}.{version}"), kind)
-    except (ImportError, AttributeError):
-        return None
-
-
 def apply_object(
     name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions, outputs: tuple[str, ...] = ()
 ) -> pulumi.CustomResource:
     """One object as a Pulumi resource. `outputs` names extra top-level fields to read back (e.g. `status`).
 
-    Top-level fields become the typed class's snake_case arguments; nested fields keep their
-    Kubernetes (camelCase) names, which pulumi-kubernetes sends as they are.
+    `kube_kinds.registration` chooses how; the resource is made here, not there, so that the
+    frames the SDK records as its source (see `KubeObject`) are the same whichever way it is made.
     """
-    api_version, kind = obj["apiVersion"], obj["kind"]
-    fields = {key: value for key, value in obj.items() if key not in ("apiVersion", "kind")}
-    cls = typed_class(api_version, kind)
-    if cls is not None and not outputs:
-        return cls(name, opts=opts, **{_snake(key): value for key, value in fields.items()})
-    if cls is None and not outputs and set(fields) <= {"metadata", "spec"}:
-        return k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, opts=opts, **fields)
-    # A resource of this group/kind with more fields than the typed class exposes: every field,
-    # plus the ones to read back (e.g. a Gateway's `status`), gets an output.
-    props = {"apiVersion": api_version, "kind": kind, **fields, **dict.fromkeys(outputs)}
-    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
-    return pulumi.CustomResource(f"kubernetes:{_type_path(api_version)}:{kind}", name, props, opts)
-
-
-def _type_path(api_version: str) -> str:
-    return api_version if "/" in api_version else f"core/{api_version}"
+    how = registration(obj, outputs)
+    if isinstance(how, Typed):
+        return how.cls(name, opts=opts, **how.kwargs)
+    return KubeObject(how.token, name, how.props, how.options(opts))
 
 
 def remote_manifest(cluster: str, manifest: RemoteManifest, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
