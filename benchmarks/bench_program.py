@@ -12,8 +12,8 @@ Each measurement is a fresh subprocess (Pulumi's mocks and config are process-gl
 With `--floor`, each fleet's registrations again through the Pulumi SDK alone in a fresh process (no modelplane),
 and the program's ratio to that floor: wall time, CPU time and peak RSS.
 Targets: under 2 s for `demo`; 50 x 500 under 15 s and 500 MB (retired by issue 27: the SDK alone exceeds
-it); the program within 1.25 x the floor (issue 27; last measured at 50 x 500: 1.51 x CPU, 1.21 x peak RSS,
-at 10 x 50: 1.37 x and 1.34 x; docs/pulumi.md, "Speed"). A warm-up run first writes the
+it); the program within 1.25 x the floor (issue 27; last measured at 50 x 500: 1.10 x CPU, 1.03 x peak RSS,
+at 10 x 50: 1.25 x and 1.19 x; docs/pulumi.md, "Speed"). A warm-up run first writes the
 bytecode caches, as any second run on a user's machine has them. The floor registers the same aliases (the
 typed classes' older type tokens, infra/kube_kinds.py): they are part of the registrations.
 
