@@ -31,6 +31,7 @@ from .config import load_fleet_from_pulumi
 from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
 from .provider_tmpdir import warn_unless_private_temp_folder
 from .release_adoption import adoptable_releases
+from .sdk_debug import drop_sdk_debug_messages
 from .sources import check_folder_mirror
 from .state_shape import trim_stack_traces
 
@@ -151,6 +152,7 @@ def start_registrations() -> None:
 def run() -> Program:
     collect_only_young_garbage()
     trim_stack_traces()  # a third of the state file otherwise (state_shape.py)
+    drop_sdk_debug_messages()  # three synchronous RPCs per resource otherwise (sdk_debug.py)
     fleet = load_or_fail()
     check_folder_mirror(fleet)  # every mirrored file present and as pinned, before anything is registered
     warn_unless_private_temp_folder()  # the Kubernetes provider leaves each kubeconfig in the engine's TMPDIR

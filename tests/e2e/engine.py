@@ -17,7 +17,9 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -59,6 +61,17 @@ def _kill_the_engine() -> int | None:
     return engine
 
 
+def _sample_this_process(prefix: str | None, op: str) -> subprocess.Popen | None:
+    """With MODELPLANE_E2E_PROGRAM_PROFILE=PREFIX, py-spy (if on PATH) samples this process, the program's host, into
+    PREFIX.<op>.<pid>.txt (collapsed stacks, every thread; `py-spy record --format raw`)."""
+    py_spy = shutil.which("py-spy") if prefix else None
+    if py_spy is None:
+        return None
+    return subprocess.Popen([py_spy, "record", "--pid", str(os.getpid()), "--format", "raw", "--threads", "--idle",
+                             "--rate", "200", "--output", f"{prefix}.{op}.{os.getpid()}.txt"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("op", choices=["preview", "up", "destroy", "refresh"])
@@ -78,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if profile:  # the engine's own CPU profile (`pulumi --profiling PREFIX` writes PREFIX.<pid>.cpu); go tool pprof reads it
         run_cli = stack._run_pulumi_cmd_sync
         stack._run_pulumi_cmd_sync = lambda cli_args, *rest: run_cli([*cli_args, "--profiling", f"{profile}.{args.op}"], *rest)  # type: ignore[method-assign]
+    sampler = _sample_this_process(os.environ.get("MODELPLANE_E2E_PROGRAM_PROFILE"), args.op)
     recorded: list[dict[str, Any]] = []
 
     out: dict[str, Any] = {"op": args.op, "ok": True}
@@ -111,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             out["stdout"] = result.stdout
     except auto.CommandError as error:
         out.update(ok=False, error=str(error))
+    finally:
+        if sampler is not None:  # py-spy writes its profile when interrupted
+            sampler.send_signal(signal.SIGINT)
+            sampler.wait(timeout=60)
     out["events"] = recorded
     json.dump(out, sys.stdout)
     return 0 if out["ok"] else 1
