@@ -23,13 +23,15 @@ def test_the_table_gives_each_operation_as_a_ratio_to_the_floor():
     run = ScaleRun.__new__(ScaleRun)
     run.floor = Measured("floor", 20.0, 100, {"provider": 5.0}, {"provider": 2**20 * 90})
     run.measured = [Measured("pulumi up (first)", 60.0, 100, {"engine (pulumi)": 12.0, "provider": 3.0,
-                                                                "program (python)": 4.0}, {}),
+                                                                "program (python)": 4.0, "fleet": 7.4}, {}),
                     Measured("pulumi up (no changes)", 10.0, 0, {}, {}, ok=False)]
     lines = run.table().splitlines()
     first = next(line for line in lines if line.startswith("pulumi up (first)"))
     assert "60.0s" in first and " 3.0 " in first and "12/3/4" in first
+    assert first.split()[-2] == "7"  # the fleet's own CPU seconds, apart from Pulumi's
     assert next(line for line in lines if line.startswith("floor")).split()[-1] == "0/90/0"
-    assert lines[-2].endswith("(FAILED)") and " 0.5 " in lines[-2]
+    failed = next(line for line in lines if line.startswith("pulumi up (no changes)"))
+    assert failed.endswith("(FAILED)") and " 0.5 " in failed and failed.split()[-3] == "-"
 
 
 def test_cpu_is_summed_over_every_process_of_a_name():

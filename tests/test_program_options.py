@@ -392,9 +392,26 @@ SERVING_STACK_ORDER = [  # (id, stack, edges)
 ]
 
 
+# What a replica's object waits for on its cluster besides its namespace, by its type: the release or CRD
+# manifest its kind comes from, and for a workload whose pods claim devices, the DRA driver (its DeviceClass).
+REPLICA_PREREQUISITES = {
+    "kubernetes:inference.networking.k8s.io/v1:InferencePool": ("inference-extension-crds",),
+    "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute": ("mp-gateway-helm",),
+    LWS: ("mp-lws", "mp-dra-example-driver", "mp-dra-driver-nvidia-gpu"),
+    DEPLOYMENT: ("mp-dra-example-driver", "mp-dra-driver-nvidia-gpu"),
+}
+
+
+def _claims_devices(workload: Registration) -> bool:
+    spec = workload.inputs["spec"]
+    templates = [spec.get("template")] + [spec.get("leaderWorkerTemplate", {}).get(k) for k in ("leaderTemplate",
+                                                                                                 "workerTemplate")]
+    return any((t or {}).get("spec", {}).get("resourceClaims") for t in templates)
+
+
 def replica_edges(what: str) -> Callable[[Registered], Edges]:
-    """Per replica: its workloads after its config objects, or every child after its cluster's
-    serving stack (CRDs and releases) and its tenant namespace."""
+    """Per replica: its workloads after its config objects, or every child after its tenant namespace and
+    what its kind needs from the serving stack (REPLICA_PREREQUISITES)."""
     def edges(seen: Registered) -> Edges:
         out = []
         for replica in seen.of_type("modelplane:index:ModelReplica"):
@@ -406,12 +423,33 @@ def replica_edges(what: str) -> Callable[[Registered], Edges]:
             if what == "config":
                 out += [(w, c) for w in workloads for c in config]
             else:
-                stack = component_children(seen, "ServingStack", cluster)
-                ready = [r for r in stack if r.type in (RELEASE, CONFIG_FILE)]
+                installed = {r.name.split("/", 1)[1]: r for r in component_children(seen, "ServingStack", cluster)
+                             if r.type in (RELEASE, CONFIG_FILE)}
                 namespace = seen.named(NAMESPACE, f"{cluster}/{replica.name.split('/')[0]}")
-                out += [(o, p) for o in objects for p in ready + [namespace]]
+                for o in objects:
+                    needs = [n for n in REPLICA_PREREQUISITES.get(o.type, ()) if n in installed
+                             and (o.type not in WORKLOADS or "dra" not in n or _claims_devices(o))]
+                    out += [(o, p) for p in [namespace, *(installed[n] for n in needs)]]
         return out
     return edges
+
+
+@pytest.mark.parametrize("stack", ["demo", "cloud"])
+def test_replica_objects_wait_for_nothing_else_of_the_serving_stack(stacks, stack):
+    """Nothing more than REPLICA_PREREQUISITES: every dependency is a URN in the state of each object that names
+    it, and work for the engine on every `up` (a Role waiting for Prometheus was 10 URNs of 2 it needs)."""
+    seen = stacks[stack].seen
+    wanted = {(o.urn, p.urn) for o, p in replica_edges("stack")(seen)}
+    extra = set()
+    for replica in seen.of_type("modelplane:index:ModelReplica"):
+        cluster = seen.children(replica)[0].provider_name
+        stack_parts = {r.urn for r in component_children(seen, "ServingStack", cluster)}
+        extra |= {(o.name, d.rsplit("::", 1)[-1]) for o in seen.children(replica) for d in o.dependencies
+                  if d in stack_parts and (o.urn, d) not in wanted}
+    assert extra == set()
+    claiming = [o for r in seen.of_type("modelplane:index:ModelReplica") for o in seen.children(r)
+                if o.type in WORKLOADS and _claims_devices(o)]
+    assert claiming  # the rule for device claims is exercised
 
 
 def cache_edges(seen: Registered) -> Edges:
@@ -425,7 +463,7 @@ def cache_edges(seen: Registered) -> Edges:
             for replica in seen.of_type("modelplane:index:ModelReplica"):
                 objects = seen.children(replica)
                 if objects[0].provider_name == obj.provider_name:
-                    out += [(o, obj) for o in objects]
+                    out += [(o, obj) for o in objects if o.type in WORKLOADS]
     assert out
     return out
 

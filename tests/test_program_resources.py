@@ -83,10 +83,10 @@ def test_demo_replicas_have_their_workloads_and_claim_templates_on_their_cluster
         assert kinds["kubernetes:inference.networking.k8s.io/v1:InferencePool"] == 1
         assert kinds["kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"] == 2  # by path and by host name
         assert {seen.provider_of(r) for r in seen.children(component)} == {cluster}
-        # Replica workloads wait for the serving stack (CRDs, LWS, the DRA driver).
+        # The engine waits for the DRA driver (the DeviceClass its claim names), and no other release of the stack.
         engine = seen.engine_of(name)
         releases = {seen.by_urn[u].inputs.get("name") for u in engine.dependencies if seen.by_urn[u].type == RELEASE}
-        assert {"mp-lws", "mp-dra-example-driver", "mp-gateway-helm"} <= releases
+        assert releases == {"mp-dra-example-driver"}
         [claim] = [r for r in seen.children(component) if r.type.endswith(":ResourceClaimTemplate")]
         assert claim.urn in engine.dependencies
         claim_name = claim.inputs["metadata"]["name"]

@@ -9,9 +9,9 @@ import logging
 
 import pulumi.log as sdk_log
 import pytest
+from program_run import deploy, stack_config
 
 from modelplane.infra import sdk_debug
-from program_run import deploy, stack_config
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def sent(monkeypatch):
 
 
 def _debug_from(module: str, message: str) -> None:
-    exec("import pulumi.log\npulumi.log.debug(message)", {"__name__": module, "message": message})  # noqa: S102
+    exec("import pulumi.log\npulumi.log.debug(message)", {"__name__": module, "message": message})
 
 
 @pytest.mark.parametrize(("caller", "dropped"), [

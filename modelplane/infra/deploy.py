@@ -24,10 +24,11 @@ from typing import Any
 import pulumi
 
 from ..api import Fleet, NamespacedName
-from ..render.fleet import WorkloadClusterParts, workload_cluster_parts, workload_stack
+from ..render.fleet import WorkloadClusterParts, replica_waits_for, workload_cluster_parts, workload_stack
 from ..render.front_door import front_door_parts, front_door_stack, service_address
 from ..render.metallb import kind_cluster_names
 from ..render.secrets import cache_token, endpoint_token
+from ..render.types import ClusterStack
 from ..scheduling import PlanResult
 from .backends.base import ClusterRequest, GpuPool
 from .components import (
@@ -110,17 +111,25 @@ def build_placement(fleet: Fleet, result: PlanResult, infra: Infrastructure) -> 
         cluster = infra.clusters[name]
         for replica, objects in cluster_parts.replicas:
             ns = replica.key.namespace
-            depends_on = [*cluster.serving_stack.ready, namespaces[name][ns]]
+            after = functools.partial(
+                _replica_prerequisites, cluster_parts.stack, cluster.serving_stack.installed, namespaces[name][ns]
+            )
             ref = fleet.model_deployments[replica.key].spec.model_cache_ref
             cache_key = f"{ns}/{ref.name}" if ref is not None else None
-            if cache_key in caches and name in caches[cache_key].resources:
-                depends_on += caches[cache_key].resources[name]  # the PVC it mounts
-            replicas[f"{ns}/{replica.name}"] = ModelReplica(replica, objects, cluster.provider, depends_on)
+            mounts = caches[cache_key].resources.get(name, []) if cache_key in caches else []  # the PVC it mounts
+            replicas[f"{ns}/{replica.name}"] = ModelReplica(replica, objects, cluster.provider, after, mounts)
     endpoints: dict[str, ModelEndpoint] = {}
     services: dict[str, ModelService] = {}
     if infra.gateway is not None:
         endpoints, services = _build_front_door(fleet, result, infra, replicas, secrets)
     return Placement(replicas, endpoints, services, caches)
+
+
+def _replica_prerequisites(
+    stack: ClusterStack, installed: dict[str, pulumi.Resource], namespace: pulumi.Resource, obj: dict[str, Any]
+) -> list[pulumi.Resource]:
+    """What a replica's object waits for: its tenant namespace, and what `replica_waits_for` names."""
+    return [namespace, *(installed[name] for name in replica_waits_for(stack, obj))]
 
 
 def _build_caches(

@@ -32,7 +32,7 @@ def drop_sdk_debug_messages(env: Mapping[str, str] = os.environ) -> bool:
     if env.get(KEEP_VARIABLE, "").lower() in ("1", "true", "yes"):
         return False
     if not getattr(sdk_log.debug, "drops_sdk_messages", False):
-        sdk_log.debug = _dropping_sdk_callers(sdk_log.debug)  # type: ignore[assignment]
+        sdk_log.debug = _dropping_sdk_callers(sdk_log.debug)
     return True
 
 

@@ -137,6 +137,37 @@ def release_waits_for(stack: ClusterStack, release: HelmRelease) -> tuple[str, .
     return tuple(n for n in table.get(release.name, ()) if n in present)
 
 
+# What a replica's object needs installed first, by API group: the release or remote manifest its CRD comes from.
+REPLICA_KIND_SOURCES = {
+    "gateway.networking.k8s.io": ss.ENVOY_GATEWAY,
+    "inference.networking.k8s.io": ss.INFERENCE_EXTENSION_CRDS,
+    "leaderworkerset.x-k8s.io": ss.LEADER_WORKER_SET,
+}
+DRA_DRIVERS = (ss.NVIDIA_DRA_DRIVER, ss.EXAMPLE_DRA_DRIVER)  # the DeviceClass a claiming pod names
+
+
+def replica_waits_for(stack: ClusterStack, obj: dict[str, Any]) -> tuple[str, ...]:
+    """Releases and remote manifests (by name) of `stack` that must be installed before a replica's `obj`.
+
+    Only what the object itself needs: its kind's CRD, and for a workload whose pods claim devices, the
+    DRA driver. The rest of the serving stack is not waited for: each dependency is a URN in the state
+    of every object that names it, and each is work for the engine on every `up` (issue 27).
+    """
+    present = {r.name for r in stack.releases} | {m.name for m in stack.remote_manifests}
+    source = REPLICA_KIND_SOURCES.get(obj["apiVersion"].rpartition("/")[0])
+    needs: tuple[str, ...] = (source,) if source else ()
+    if obj["kind"] in WORKLOAD_KINDS and _claims_devices(obj):
+        needs += DRA_DRIVERS
+    return tuple(n for n in needs if n in present)
+
+
+def _claims_devices(workload: dict[str, Any]) -> bool:
+    spec = workload.get("spec") or {}
+    templates = [spec.get("template")] if "template" in spec else []
+    templates += [(spec.get("leaderWorkerTemplate") or {}).get(key) for key in ("leaderTemplate", "workerTemplate")]
+    return any(((t or {}).get("spec") or {}).get("resourceClaims") for t in templates)
+
+
 # --- a workload cluster, with the plan -----------------------------------------------------------
 
 

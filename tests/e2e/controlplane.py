@@ -595,6 +595,11 @@ class LocalFleet:
     def _procs(self) -> list[Proc]:
         return [p for c in self._clusters.values() for p in c.procs] + ([self.etcd] if self.etcd else [])
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) every running process of the fleet has used so far: etcd and each kube-*."""
+        from .pulumi_cli import _cpu_seconds
+        return sum(_cpu_seconds(str(p.popen.pid)) for p in self._procs() if p.alive() and p.popen is not None)
+
     def peak_memory(self) -> dict[str, int]:
         """Process label -> peak RSS in bytes (VmHWM), the highest seen over every run of that process."""
         return {p.label: p.sample() for p in self._procs()}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_scheduler import synthetic_fleet
 
 PROCESSES = ("engine (pulumi)", "provider", "program (python)")
+# What the local fleet itself used during an operation: its control planes, and this process (the stand-in
+# kubelets and LeaderWorkerSet controllers are its threads). A real fleet's control planes are not on the machine.
+FLEET = "fleet"
 # A day-2 mode: its label in the table and the engine environment it adds.
 DAY2_MODES = {"checkpoints": ("", {}), "skip": ("[skip checkpoints]", {"PULUMI_SKIP_CHECKPOINTS": "true"})}
 
@@ -96,9 +100,16 @@ class ScaleRun:
     def engine(self, what: str, op: str, events: bool = False, **kwargs) -> Run:
         """An engine run, measured; without the event stream (a user's `pulumi up` has none) unless a check reads it."""
         what = f"{what} {self.mode}".strip()
+        before = self.fleet_cpu()
         run = self.scenario.engine(what, op, env=self.mode_env or None, events=events, **kwargs)
-        self.measured.append(Measured.of(what, run))
+        measured = Measured.of(what, run)
+        measured.cpu[FLEET] = self.fleet_cpu() - before
+        self.measured.append(measured)
         return run
+
+    def fleet_cpu(self) -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return self.scenario.control_planes.cpu_seconds() + own.ru_utime + own.ru_stime
 
     def edit(self, *command: str) -> bool:
         result = self.scenario.modelplane(*command)
@@ -186,17 +197,20 @@ class ScaleRun:
     # --- the table -------------------------------------------------------------------------------------
     def table(self) -> str:
         floor = self.floor.seconds if self.floor else None
-        head = f"{'OPERATION':<52} {'WALL':>8} {'CHANGED':>8} {'x FLOOR':>8}  {'CPU s engine/provider/program':>30}  PEAK RSS MB engine/provider/program"
+        head = (f"{'OPERATION':<52} {'WALL':>8} {'CHANGED':>8} {'x FLOOR':>8}  {'CPU s engine/provider/program':>30}"
+                f"  {'FLEET CPU s':>11}  PEAK RSS MB engine/provider/program")
         lines = [head]
         for m in ([self.floor] if self.floor else []) + self.measured:
             cpu = "/".join(f"{m.cpu.get(p, 0):.0f}" for p in PROCESSES)
             rss = "/".join(f"{m.peak_rss.get(p, 0) / 2**20:.0f}" for p in PROCESSES)
             ratio = f"{m.seconds / floor:.1f}" if floor and m is not self.floor else "-"
             changed = "-" if m.changed is None else str(m.changed)
-            lines.append(f"{m.what:<52} {m.seconds:>7.1f}s {changed:>8} {ratio:>8}  {cpu:>30}  {rss}"
+            fleet = f"{m.cpu[FLEET]:.0f}" if FLEET in m.cpu else "-"
+            lines.append(f"{m.what:<52} {m.seconds:>7.1f}s {changed:>8} {ratio:>8}  {cpu:>30}  {fleet:>11}  {rss}"
                          + ("" if m.ok else "  (FAILED)"))
         if self.floor:
             lines.append("(floor CPU and RSS are kubectl's and helm's, under 'provider')")
+        lines.append("(FLEET CPU s: the local control planes and the stand-in kubelets during the operation, not Pulumi's)")
         return "\n".join(lines)
 
 

@@ -123,8 +123,13 @@ class Installed:
 
     @property
     def ready(self) -> list[pulumi.Resource]:
-        """What workloads on the cluster wait for: every CRD manifest and every release."""
+        """Every CRD manifest and every release (what the front door's objects wait for)."""
         return [*self.manifests.values(), *self.releases.values()]
+
+    @property
+    def by_name(self) -> dict[str, pulumi.Resource]:
+        """Each CRD manifest and release by its rendered name (what `waits_for` and `replica_waits_for` name)."""
+        return {**self.manifests, **self.releases}
 
 
 def install_stack(

@@ -15,8 +15,9 @@ class ServingStack(pulumi.ComponentResource):
     """The rendered stack of a workload cluster: its remote manifests (Inference Extension CRDs), Helm
     releases, MetalLB on kind, the Gateway, exactly as `render.fleet.workload_stack` made them.
 
-    `ready` is what replica workloads wait for (every CRD and controller they use); `address` is
-    the workload Gateway's address, which the front door's endpoints for this cluster point at.
+    `installed` is each release and remote manifest by name: a replica's object waits for those
+    `render.fleet.replica_waits_for` names. `address` is the workload Gateway's address, which the
+    front door's endpoints for this cluster point at.
     """
 
     def __init__(
@@ -30,5 +31,5 @@ class ServingStack(pulumi.ComponentResource):
         super().__init__(component_type("ServingStack"), stack.cluster, None, opts)
         installed = install_stack(stack, children(self, provider), replacements, adopt)
         self.address: pulumi.Output[str] = installed.address
-        self.ready: list[pulumi.Resource] = installed.ready
+        self.installed: dict[str, pulumi.Resource] = installed.by_name
         self.register_outputs({"address": self.address})
