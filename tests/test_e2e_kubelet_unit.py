@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -352,3 +353,86 @@ def test_connection_kept_alive_and_renewed_when_the_server_dropped_it():
 
 def test_ready_is_false_when_nothing_listens():
     assert not KubeApi("https://127.0.0.1:9", "t", timeout=1).ready()
+
+
+@pytest.fixture()
+def watch_server():
+    """An API server stand-in whose watches send `events` lines, then hold the stream open (`hold`) or end it."""
+    state = {"events": 2, "hold": False, "requests": [], "status": 200}
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            state["requests"].append((self.path, self.headers.get("Accept")))
+            self.send_response(state["status"])
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(state["events"]):
+                line = json.dumps({"type": "ADDED", "object": {"metadata": {"name": f"p{i}"}}}).encode() + b"\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            if state["hold"]:
+                release.wait(10)
+            self.wfile.write(b"0\r\n\r\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield KubeApi(f"http://127.0.0.1:{server.server_address[1]}", "t"), state
+    release.set()
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_watch_reports_each_event_and_starts_again_when_the_server_ends_it(watch_server):
+    api, state = watch_server
+    stop, events = threading.Event(), []
+
+    def on_event():
+        events.append(1)
+        if len(events) == 5:
+            stop.set()
+
+    api.watch("/api/v1/pods", on_event, stop, retry=0.01)
+    assert len(events) == 5 and len(state["requests"]) == 3  # 2 + 2 + 1: two watches ended by the server, a third
+    path, accept = state["requests"][0]
+    assert path.startswith("/api/v1/pods?watch=1&timeoutSeconds=") and "as=PartialObjectMetadata;" in accept
+
+
+def test_a_failing_watch_is_retried_and_a_blocked_one_ends_when_closed(watch_server):
+    api, state = watch_server
+    state["status"] = 404  # a kind not served yet
+    stop, events = threading.Event(), []
+    watcher = threading.Thread(target=api.watch, args=("/apis/x/v1/things", lambda: events.append(1), stop),
+                               kwargs={"retry": 0.05}, daemon=True)
+    watcher.start()
+    deadline = time.monotonic() + 5
+    while len(state["requests"]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(state["requests"]) >= 3 and events == []  # retried, and an error is no event
+    state.update(status=200, events=1, hold=True)
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert events == [1]  # then blocked on the open stream
+    stop.set()
+    api.close_watches()
+    watcher.join(timeout=2)
+    assert not watcher.is_alive()
+
+
+def test_the_kubelet_looks_again_when_woken_or_when_idle_for_long(monkeypatch):
+    kubelet = kl.FakeKubelet(None, "c", [])
+    kubelet._last_lease = time.monotonic()  # the lease is not due
+    monkeypatch.setattr(kl, "IDLE_ROUND", 0.3)
+    began = time.monotonic()
+    kubelet._wait_for_a_reason(began)
+    assert 0.25 <= time.monotonic() - began < 2  # idle: at most IDLE_ROUND after the round
+    kubelet._wake.set()
+    began = time.monotonic()
+    kubelet._wait_for_a_reason(began)
+    assert time.monotonic() - began < 0.1 and not kubelet._wake.is_set()  # woken by a watch: at once, and reset

@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="no engine event stream: what a user's `pulumi up` does not have (the harness parses each event)")
     parser.add_argument("--kill-matching", default="", metavar="TEXT",
                         help="count only the steps whose URN contains TEXT toward --kill-engine-after")
+    parser.add_argument("--kill-outside", default="", metavar="TEXT",
+                        help="and kill only while no step whose URN contains TEXT is in flight (e.g. no Helm operation, "
+                             "which a kill leaves pending on the cluster: docs/runbook.md)")
     args = parser.parse_args(argv)
 
     stack = auto.select_stack(STACK, project_name="modelplane", program=_program,
@@ -97,15 +100,23 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"op": args.op, "ok": True}
     completed = 0
 
+    in_flight: set[str] = set()  # URNs of the steps --kill-outside names that started and did not end
+
     def on_event(event: auto.EngineEvent) -> None:
         nonlocal completed
         item = _event(event)
-        if item is not None:
-            recorded.append(item)
-            if item["kind"] == "done" and item["op"] not in ("same", "read") and args.kill_matching in item["urn"]:
-                completed += 1
-                if args.kill_engine_after and completed == args.kill_engine_after:
-                    out["killed"] = {"pid": _kill_the_engine(), "after_steps": completed, "at_event": item["seq"]}
+        if item is None:
+            return
+        recorded.append(item)
+        if item["kind"] not in ("pre", "done", "failed") or item["op"] in ("same", "read"):
+            return
+        if args.kill_outside and args.kill_outside in item["urn"]:
+            (in_flight.add if item["kind"] == "pre" else in_flight.discard)(item["urn"])
+        if item["kind"] == "done" and args.kill_matching in item["urn"]:
+            completed += 1
+        if (item["kind"] != "pre" and args.kill_engine_after and completed >= args.kill_engine_after
+                and not in_flight and "killed" not in out):
+            out["killed"] = {"pid": _kill_the_engine(), "after_steps": completed, "at_event": item["seq"]}
     try:
         if args.op == "preview":
             result = stack.preview(on_event=None if args.no_events else on_event, expect_no_changes=args.expect_no_changes)

@@ -3,19 +3,23 @@
 The local API servers use self-signed certificates and bearer tokens, so TLS verification is off.
 Connection failures (a cluster stopped on purpose) surface as OSError; HTTP errors as ApiError.
 Each thread keeps one connection open (http.client): a TLS handshake per request costs the API server
-5x the CPU of the request itself, and fake kubelets poll every second.
+5x the CPU of the request itself. `watch` tells a fake kubelet when to look again.
 """
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
 import ssl
 import threading
 import urllib.parse
+from collections.abc import Callable
 
 import yaml
 
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a watch's objects, metadata only
 
 
 class ApiError(Exception):
@@ -39,6 +43,8 @@ class KubeApi:
         self._context.check_hostname = False
         self._context.verify_mode = ssl.CERT_NONE
         self._local = threading.local()  # .connection: this thread's kept-alive connection
+        self._watches: set[http.client.HTTPConnection] = set()
+        self._watch_lock = threading.Lock()
 
     @classmethod
     def from_kubeconfig(cls, text: str) -> "KubeApi":
@@ -111,6 +117,44 @@ class KubeApi:
         accept = METADATA_LIST if metadata_only else "application/json"
         raw = self._send("GET", path, None, "", params or None, self.timeout, accept)
         return (json.loads(raw) if raw else {}).get("items") or []
+
+    def watch(self, path: str, on_event: Callable[[], None], stop: threading.Event, *, retry: float = 1.0,
+              timeout_seconds: int = 300) -> None:
+        """Call `on_event()` for each event of a watch on the collection `path` (metadata only), until `stop` is set.
+
+        A watch the server ends is started again; one that fails (a stopped API server, a kind not served yet) is
+        retried every `retry` seconds. A new watch first lists what exists as events, so `on_event` also says
+        "look again" after any gap. `close_watches()` from another thread ends a blocked read at once.
+        """
+        target = f"{path}?{urllib.parse.urlencode({'watch': 1, 'timeoutSeconds': timeout_seconds})}"
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": METADATA}
+        while not stop.is_set():
+            connection = self._connect(timeout_seconds + 30)
+            with self._watch_lock:
+                self._watches.add(connection)
+            try:
+                connection.request("GET", target, headers=headers)
+                response = connection.getresponse()
+                if response.status >= 400:
+                    raise _api_error(response.status, response.reason, response.read(), "GET", path)
+                while not stop.is_set() and response.readline():
+                    on_event()
+                continue
+            except (OSError, http.client.HTTPException, ApiError, ValueError, AttributeError):
+                pass  # ValueError, AttributeError: a read on a connection close_watches() shut
+            finally:
+                with self._watch_lock:
+                    self._watches.discard(connection)
+                connection.close()
+            stop.wait(retry)
+
+    def close_watches(self) -> None:
+        """End every watch's blocked read (their loops then see their `stop`)."""
+        with self._watch_lock:
+            connections = list(self._watches)
+        for connection in connections:
+            with contextlib.suppress(OSError, AttributeError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
 
     def create(self, path: str, obj: dict) -> dict:
         return self.request("POST", path, obj)

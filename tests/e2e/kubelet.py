@@ -35,6 +35,12 @@ NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-stora
 LEASE_SECONDS = 40
 LEASE_RENEW_EVERY = 10.0  # seconds, as the real kubelet
 NODE_STATUS_EVERY = 60.0  # seconds; the lease is what the node lifecycle controller watches
+# A round runs when a watch reports a change (at most once per `interval`), when the lease is due, and at the latest
+# this long after the last: polling every second, 10 idle clusters cost the API servers most of a core (issue 27).
+IDLE_ROUND = 5.0
+# What a round looks at; a change to any of them is a reason to look again.
+WATCHED = ("/api/v1/pods", "/api/v1/services", "/api/v1/persistentvolumeclaims",
+           "/apis/gateway.networking.k8s.io/v1/gateways")
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 PV_ROOT = "/tmp/modelplane-e2e-pv"
 FAKE_PV_LABEL = "modelplane.ai/e2e-fake-pv"
@@ -272,7 +278,9 @@ class FakeKubelet:
         self._errors: dict[str, str] = {}  # step -> last error logged (each distinct error once)
         self._unreachable = False
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by a watch: something changed
         self._thread: threading.Thread | None = None
+        self._watchers: list[threading.Thread] = []
         self.rounds = 0
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
@@ -283,6 +291,10 @@ class FakeKubelet:
         self._stop.clear()  # startable again after stop()
         self._thread = threading.Thread(target=self._run, name=f"fake-kubelet-{self.cluster}", daemon=True)
         self._thread.start()
+        self._watchers = [threading.Thread(target=self.api.watch, args=(path, self._wake.set, self._stop),
+                                           name=f"fake-kubelet-{self.cluster}-watch", daemon=True) for path in WATCHED]
+        for watcher in self._watchers:
+            watcher.start()
 
     def wait_schedulable(self, timeout: float = 60.0) -> None:
         """Until the node lifecycle controller has lifted its `node.kubernetes.io/not-ready` taint (put on every new
@@ -301,9 +313,12 @@ class FakeKubelet:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._wake.set()
+        self.api.close_watches()
+        for thread in [self._thread, *self._watchers]:
+            if thread is not None:
+                thread.join()
+        self._thread, self._watchers = None, []
 
     def register(self) -> None:
         """Nodes, their leases and ResourceSlices; idempotent (server-side apply), so a restart re-registers."""
@@ -334,6 +349,13 @@ class FakeKubelet:
                 log.exception("%s: fake kubelet round failed", self.cluster)
             self.rounds += 1
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+            self._wait_for_a_reason(began)
+
+    def _wait_for_a_reason(self, began: float) -> None:
+        """Until a watch reports a change, the lease is due, or IDLE_ROUND has passed since the round `began`."""
+        due = min(self._last_lease + LEASE_RENEW_EVERY, began + IDLE_ROUND)
+        self._wake.wait(max(0.0, due - time.monotonic()))
+        self._wake.clear()  # before the round: a change during it wakes the next
 
     def sync(self) -> None:
         """One round. Each step's API errors are logged once and retried next round; OSError ends the round."""

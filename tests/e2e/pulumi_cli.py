@@ -202,15 +202,17 @@ class PulumiProject:
 
     def engine(self, op: str, *, expect_no_changes: bool = False, timeout: float = 1800,
                env: dict[str, str] | None = None, kill_engine_after: int | None = None, kill_matching: str = "",
-               events: bool = True) -> Run:
-        """preview / up / destroy / refresh of the stack with the project's program (`kill_engine_after`: a crash)."""
+               kill_outside: str = "", events: bool = True) -> Run:
+        """preview / up / destroy / refresh of the stack with the project's program (`kill_engine_after`: a crash,
+        once that many steps matching `kill_matching` are done, and none matching `kill_outside` is in flight)."""
         command = [str(self.python), "-m", "tests.e2e.engine", op, str(self.dir)]
         if expect_no_changes:
             command.append("--expect-no-changes")
         if not events:
             command.append("--no-events")
         if kill_engine_after:
-            command += ["--kill-engine-after", str(kill_engine_after), "--kill-matching", kill_matching]
+            command += ["--kill-engine-after", str(kill_engine_after), "--kill-matching", kill_matching,
+                        "--kill-outside", kill_outside]
         return self._spawn(command, self.repo, timeout, None, env, reap=bool(kill_engine_after))
 
     def _spawn(self, command: list[str], cwd: Path, timeout: float, stdin: str | None,

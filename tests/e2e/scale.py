@@ -11,9 +11,10 @@ The operations are an operator's: the first preview and `up`, a preview and an `
 fleet, `modelplane scale` of one deployment then `up`, `modelplane drain <cluster> --effect NoExecute`
 then `up` (make-before-break checked in the engine's event order), and `destroy`. Each prints its
 wall time, the resources it changed, the CPU seconds and peak RSS of the engine, the providers and the
-program, and its ratio to the **floor**: the first `up`'s rendered objects and Helm releases applied
+program, the CPU the local fleet itself used meanwhile, and its ratio to the **floor**: the first `up`'s rendered objects and Helm releases applied
 straight to the same fresh fleet with `kubectl apply --server-side` and `helm` (tests/e2e/floor.py),
-then removed, before the first preview. The state file is weighed after the first `up`: bytes per resource, and by type.
+then removed, before the first preview. The state file is weighed after the first `up`: bytes per resource, and by
+type. The day-2 operations start once the fleet has settled (its CPU use back near what it was before the first preview).
 """
 from __future__ import annotations
 
@@ -106,6 +107,21 @@ class ScaleRun:
         measured.cpu[FLEET] = self.fleet_cpu() - before
         self.measured.append(measured)
         return run
+
+    def fleet_cpu_rate(self, seconds: float) -> float:
+        """The fleet's own CPU use over the next `seconds`, in cores."""
+        before = self.fleet_cpu()
+        time.sleep(seconds)
+        return (self.fleet_cpu() - before) / seconds
+
+    def settle(self, idle: float, window: float = 3.0, limit: float = 300.0) -> None:
+        """Until the fleet's CPU use is back near `idle` (cores, measured on the fresh fleet): the first `up`'s
+        aftermath on the local control planes (controllers catching up) is not part of the next operation's time."""
+        started, rate = time.monotonic(), float("inf")
+        while rate > idle * 1.5 + 0.1 and time.monotonic() - started < limit:
+            rate = self.fleet_cpu_rate(window)
+        self.report.note(f"the fleet settled in {time.monotonic() - started:.0f} s: {rate:.2f} cores "
+                         f"(idle before the first preview: {idle:.2f})")
 
     def fleet_cpu(self) -> float:
         own = resource.getrusage(resource.RUSAGE_SELF)
@@ -255,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_floor:
             # on the fresh fleet, then removed: after a destroy the charts' CRDs and namespaces would still be there
             measure.floor = run_floor(scenario, first_render)
+        idle = measure.fleet_cpu_rate(5.0)
         measure.mode, measure.mode_env = DAY2_MODES[args.first]
         preview = measure.engine("pulumi preview (first)", "preview")
         report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
@@ -264,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         if up.result.get("ok"):
             text, state = state_weight(scenario.project.state_file())
             report.note(text)
+            measure.settle(idle)
             for mode in args.modes.split(","):
                 measure.day2(plan, *DAY2_MODES[mode])
         started = time.monotonic()

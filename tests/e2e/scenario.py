@@ -249,7 +249,10 @@ class Scenario:
                           f"missing: {missing[:8]}" if missing else detail)
 
     # --- a crash in the middle of an up ------------------------------------------------------------------
-    CRASH_AFTER = "ModelReplica$kubernetes:apps/v1:Deployment"  # the first replica workload: its cluster's releases are done
+    # The first replica workload done, and no Helm operation in flight: replicas wait only for what their kinds need
+    # (render.fleet.replica_waits_for), so a release can still be upgrading then, and a kill mid-operation leaves it
+    # pending on its cluster, which needs the runbook's `helm rollback` (docs/runbook.md), not only the next `up`.
+    CRASH_AFTER = "ModelReplica$kubernetes:apps/v1:Deployment"
 
     RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -282,7 +285,8 @@ class Scenario:
 
     def crash_mid_up(self) -> None:
         """The engine is killed (SIGKILL, no chance to save) in the middle of the first `up`; the next `up` recovers."""
-        run = self.engine("pulumi up (engine killed mid-up)", "up", kill_engine_after=1, kill_matching=self.CRASH_AFTER)
+        run = self.engine("pulumi up (engine killed mid-up)", "up", kill_engine_after=1, kill_matching=self.CRASH_AFTER,
+                          kill_outside=self.RELEASE)
         killed = run.result.get("killed") or {}
         state = json.loads(self.project.state_file().read_text()) if self.project.state_file().exists() else {}
         latest = state.get("checkpoint", {}).get("latest") or {}
