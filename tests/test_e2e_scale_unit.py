@@ -38,3 +38,15 @@ def test_cpu_is_summed_over_every_process_of_a_name():
     sampler = MemorySampler(0)
     sampler.cpu_of = {1: ("provider", 1.5), 2: ("provider", 2.0), 3: ("engine (pulumi)", 4.0)}
     assert sampler.cpu == {"provider": 3.5, "engine (pulumi)": 4.0}
+
+
+def test_wall_time_is_the_pulumi_command_not_the_automation_apis_extra_reads():
+    class FakeRun:
+        seconds, cpu, peak_rss, stdout = 30.0, {}, {}, ""
+        result = {"ok": True, "command_seconds": 24.5, "changes": {"same": 10}}
+
+    measured = Measured.of("pulumi up (no changes)", FakeRun())
+    assert (measured.seconds, measured.harness_seconds) == (24.5, 30.0)
+    run = ScaleRun.__new__(ScaleRun)
+    run.floor, run.measured = None, [measured]
+    assert "added 5.5-5.5 s" in run.table().splitlines()[-1]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from .kube_api import ApiError
 from .pulumi_cli import Run
 from .scenario import REPO, TEMPLATE, Scenario, _changed, _engine_error, _short
 
@@ -64,9 +65,14 @@ class Measured:
     peak_rss: dict[str, int] = field(default_factory=dict)
     ok: bool = True
 
+    harness_seconds: float | None = None  # the whole Automation API call, `stack output` and `stack history` after it
+
     @classmethod
     def of(cls, what: str, run: Run) -> Measured:
-        return cls(what, run.seconds, _changed(run), dict(run.cpu), dict(run.peak_rss), bool(run.result.get("ok")))
+        """`seconds`: the `pulumi <op>` command's own wall time when the engine run reports it (tests/e2e/engine.py)."""
+        command = run.result.get("command_seconds")
+        return cls(what, command or run.seconds, _changed(run), dict(run.cpu), dict(run.peak_rss),
+                   bool(run.result.get("ok")), harness_seconds=run.seconds)
 
 
 def state_weight(state_file: Path) -> tuple[str, dict]:
@@ -116,12 +122,26 @@ class ScaleRun:
 
     def settle(self, idle: float, window: float = 3.0, limit: float = 300.0) -> None:
         """Until the fleet's CPU use is back near `idle` (cores, measured on the fresh fleet): the first `up`'s
-        aftermath on the local control planes (controllers catching up) is not part of the next operation's time."""
-        started, rate = time.monotonic(), float("inf")
+        aftermath on the local control planes is not part of the next operation's time.
+
+        That aftermath includes each API server's OpenAPI document, rebuilt on its first request once CRDs changed
+        (the charts installed about 20 per cluster): every provider fetches it when it starts, and 10 API servers
+        rebuilding it at once on 2 cores took longer than the provider's 32 s timeout ("unable to load schema
+        information from the API server"). Each is requested here, one cluster at a time, as a real cluster would
+        have rebuilt it on its own CPUs.
+        """
+        started = time.monotonic()
+        for cluster in self.scenario.cluster_names:
+            try:
+                self.scenario.api(cluster).request("GET", "/openapi/v2")
+            except (OSError, ApiError) as error:  # the operations then show what it costs
+                self.report.note(f"{cluster}: its OpenAPI document could not be read: {error}")
+        warmed = time.monotonic() - started
+        rate = float("inf")
         while rate > idle * 1.5 + 0.1 and time.monotonic() - started < limit:
             rate = self.fleet_cpu_rate(window)
-        self.report.note(f"the fleet settled in {time.monotonic() - started:.0f} s: {rate:.2f} cores "
-                         f"(idle before the first preview: {idle:.2f})")
+        self.report.note(f"the fleet settled in {time.monotonic() - started:.0f} s ({warmed:.0f} s of it the API servers' "
+                         f"OpenAPI documents): {rate:.2f} cores (idle before the first preview: {idle:.2f})")
 
     def fleet_cpu(self) -> float:
         own = resource.getrusage(resource.RUSAGE_SELF)
@@ -227,6 +247,10 @@ class ScaleRun:
         if self.floor:
             lines.append("(floor CPU and RSS are kubectl's and helm's, under 'provider')")
         lines.append("(FLEET CPU s: the local control planes and the stand-in kubelets during the operation, not Pulumi's)")
+        extra = [m.harness_seconds - m.seconds for m in self.measured if m.harness_seconds is not None]
+        if extra:
+            lines.append(f"(WALL: the pulumi command itself; the Automation API's `stack output` and `stack history` "
+                         f"after each added {min(extra):.1f}-{max(extra):.1f} s; CPU and RSS include them)")
         return "\n".join(lines)
 
 
