@@ -129,3 +129,15 @@ def test_feature_gates_flag_is_sorted_and_absent_by_default():
     assert cp.feature_gates_flag(None) == [] and cp.feature_gates_flag({}) == []
     assert cp.feature_gates_flag({"DRAPartitionableDevices": False, "DRAConsumableCapacity": True}) == [
         "--feature-gates=DRAConsumableCapacity=true,DRAPartitionableDevices=false"]
+
+
+@pytest.mark.parametrize(("limit", "clusters", "refused"), [("128", 12, False), ("128", 13, True), ("1024", 21, False),
+                                                            ("not a number", 50, False)])
+def test_a_fleet_the_inotify_limit_cannot_hold_is_refused_up_front(tmp_path, limit, clusters, refused):
+    limit_file = tmp_path / "max_user_instances"
+    limit_file.write_text(limit)
+    if refused:
+        with pytest.raises(cp.ControlPlaneError, match=r"fs.inotify.max_user_instances.*sysctl -w"):
+            cp.check_inotify_instances(clusters, limit_file)
+    else:
+        cp.check_inotify_instances(clusters, limit_file)

@@ -273,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the first preview's and up's engine mode (default skip: every cluster of the scale fleet "
                              "is Existing, which the program lets build while skipping checkpoints)")
     parser.add_argument("--no-floor", action="store_true", help="skip the kubectl/helm floor")
+    parser.add_argument("--floor-only", action="store_true",
+                        help="measure the floor and stop: applying and removing it disturbs the fleet for minutes "
+                             "afterwards (docs/e2e.md), so measure the operations in another run, with --no-floor")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args(argv)
     work = args.work.resolve()
@@ -297,26 +300,29 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_floor:
             # on the fresh fleet, then removed: after a destroy the charts' CRDs and namespaces would still be there
             measure.floor = run_floor(scenario, first_render)
-        idle = measure.fleet_cpu_rate(5.0)
-        measure.mode, measure.mode_env = DAY2_MODES[args.first]
-        preview = measure.engine("pulumi preview (first)", "preview")
-        report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
-        up = measure.engine("pulumi up (first)", "up", timeout=7200)
-        report.check("up succeeds", up.result.get("ok"), _engine_error(up))
-        measure.mode, measure.mode_env = "", {}
-        if up.result.get("ok"):
-            text, state = state_weight(scenario.project.state_file())
-            report.note(text)
-            measure.settle(idle)
-            for mode in filter(None, args.modes.split(",")):  # "" measures the first preview and up only
-                measure.day2(plan, *DAY2_MODES[mode])
-        started = time.monotonic()
-        # destroy runs no program; skipping checkpoints, an interrupted destroy leaves the state, and the next deletes again
-        measure.mode, measure.mode_env = DAY2_MODES["skip"]
-        destroy = measure.engine("pulumi destroy", "destroy", timeout=7200)
-        measure.mode, measure.mode_env = "", {}
-        report.check("destroy succeeds", destroy.result.get("ok"), _engine_error(destroy))
-        report.note(f"destroy took {time.monotonic() - started:.0f} s")
+        if not args.floor_only:
+            idle = measure.fleet_cpu_rate(5.0)
+            measure.mode, measure.mode_env = DAY2_MODES[args.first]
+            preview = measure.engine("pulumi preview (first)", "preview")
+            report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
+            up = measure.engine("pulumi up (first)", "up", timeout=7200)
+            report.check("up succeeds", up.result.get("ok"), _engine_error(up))
+            measure.mode, measure.mode_env = "", {}
+            if up.result.get("ok"):
+                text, state = state_weight(scenario.project.state_file())
+                report.note(text)
+                modes = [mode for mode in args.modes.split(",") if mode]  # none: the first preview and up only
+                if modes:
+                    measure.settle(idle)
+                for mode in modes:
+                    measure.day2(plan, *DAY2_MODES[mode])
+            started = time.monotonic()
+            # destroy runs no program; skipping checkpoints, an interrupted destroy leaves the state, and the next deletes again
+            measure.mode, measure.mode_env = DAY2_MODES["skip"]
+            destroy = measure.engine("pulumi destroy", "destroy", timeout=7200)
+            measure.mode, measure.mode_env = "", {}
+            report.check("destroy succeeds", destroy.result.get("ok"), _engine_error(destroy))
+            report.note(f"destroy took {time.monotonic() - started:.0f} s")
     finally:
         memory = scenario.control_planes.peak_memory() if scenario.control_planes.endpoints else {}
         if memory:
