@@ -598,8 +598,18 @@ class LocalFleet:
 
     def cpu_seconds(self) -> float:
         """CPU seconds (user + system) every running process of the fleet has used so far: etcd and each kube-*."""
+        return sum(self.cpu_seconds_by_component().values())
+
+    def cpu_seconds_by_component(self) -> dict[str, float]:
+        """CPU seconds so far per component, summed over the clusters: "etcd", "kube-apiserver", "lws-controller"..."""
         from .pulumi_cli import _cpu_seconds
-        return sum(_cpu_seconds(str(p.popen.pid)) for p in self._procs() if p.alive() and p.popen is not None)
+        names = sorted(self._clusters, key=len, reverse=True)  # the longest first: a cluster name may prefix another
+        split: dict[str, float] = {}
+        for proc in self._procs():
+            if proc.alive() and proc.popen is not None:
+                component = next((proc.label[len(n) + 1:] for n in names if proc.label.startswith(f"{n}-")), proc.label)
+                split[component] = split.get(component, 0.0) + _cpu_seconds(str(proc.popen.pid))
+        return split
 
     def peak_memory(self) -> dict[str, int]:
         """Process label -> peak RSS in bytes (VmHWM), the highest seen over every run of that process."""

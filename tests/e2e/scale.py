@@ -36,9 +36,12 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_scheduler import synthetic_fleet
 
 PROCESSES = ("engine (pulumi)", "provider", "program (python)")
-# What the local fleet itself used during an operation: its control planes, and this process (the stand-in
-# kubelets and LeaderWorkerSet controllers are its threads). A real fleet's control planes are not on the machine.
+# What the local fleet itself used during an operation: its control planes and LeaderWorkerSet controllers, and this
+# process (the stand-in kubelets are its threads). A real fleet's control planes are not on the machine.
 FLEET = "fleet"
+# In an engine run's environment: the `pulumi` command runs in a pseudo-terminal, as in a user's (tests/e2e/engine.py).
+TERMINAL = "MODELPLANE_E2E_TERMINAL"
+HARNESS = "stand-in kubelets"  # this process: the harness's kubelet threads (and its own sampling)
 OPENAPI_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"  # client-go's OpenAPISchema()
 # A day-2 mode: its label in the table and the engine environment it adds.
 DAY2_MODES = {"checkpoints": ("", {}), "skip": ("[skip checkpoints]", {"PULUMI_SKIP_CHECKPOINTS": "true"})}
@@ -53,6 +56,10 @@ def scale_stack(clusters: int, deployments: int) -> dict:
                      for name in deployments_of} for ns, deployments_of in fleet["modelDeployments"].items()}
     return {"config": {f"modelplane:{key}": value for key, value in fleet.items()}
             | {"modelplane:inferenceGateway": front_door, "modelplane:modelServices": services}}
+
+
+def _changes(run: Run) -> dict[str, int]:
+    return {op: n for op, n in (run.result.get("changes") or {}).items() if op not in ("same", "read")}
 
 
 @dataclass
@@ -105,11 +112,13 @@ class ScaleRun:
         self.drained: set[str] = set()
         self.mode, self.mode_env = "", {}  # the day-2 mode: its label (e.g. "[skip checkpoints]"), its environment
 
-    def engine(self, what: str, op: str, events: bool = False, **kwargs) -> Run:
+    def engine(self, what: str, op: str, events: bool = False, extra_env: dict[str, str] | None = None,
+               **kwargs) -> Run:
         """An engine run, measured; without the event stream (a user's `pulumi up` has none) unless a check reads it."""
         what = f"{what} {self.mode}".strip()
         before = self.fleet_cpu()
-        run = self.scenario.engine(what, op, env=self.mode_env or None, events=events, **kwargs)
+        env = {**self.mode_env, **(extra_env or {})}
+        run = self.scenario.engine(what, op, env=env or None, events=events, **kwargs)
         measured = Measured.of(what, run)
         measured.cpu[FLEET] = self.fleet_cpu() - before
         self.measured.append(measured)
@@ -143,11 +152,24 @@ class ScaleRun:
         while rate > idle * 1.5 + 0.1 and time.monotonic() - started < limit:
             rate = self.fleet_cpu_rate(window)
         self.report.note(f"the fleet settled in {time.monotonic() - started:.0f} s ({warmed:.0f} s of it the API servers' "
-                         f"OpenAPI documents): {rate:.2f} cores (idle before the first preview: {idle:.2f})")
+                         f"OpenAPI documents): {rate:.2f} cores (idle before the first preview: {idle:.2f}); "
+                         f"in cores, {self.idle_split(10.0)}")
 
     def fleet_cpu(self) -> float:
+        return sum(self.fleet_cpu_split().values())
+
+    def fleet_cpu_split(self) -> dict[str, float]:
+        """CPU seconds so far per fleet component (summed over clusters), and this process: the stand-in kubelets."""
         own = resource.getrusage(resource.RUSAGE_SELF)
-        return self.scenario.control_planes.cpu_seconds() + own.ru_utime + own.ru_stime
+        return {**self.scenario.control_planes.cpu_seconds_by_component(), HARNESS: own.ru_utime + own.ru_stime}
+
+    def idle_split(self, seconds: float) -> str:
+        """What the idle fleet spends its CPU on over the next `seconds`: cores per component, the largest first."""
+        before = self.fleet_cpu_split()
+        time.sleep(seconds)
+        after = self.fleet_cpu_split()
+        rates = {name: (after[name] - before.get(name, 0.0)) / seconds for name in after}
+        return ", ".join(f"{name} {rate:.2f}" for name, rate in sorted(rates.items(), key=lambda item: -item[1]))
 
     def edit(self, *command: str) -> bool:
         result = self.scenario.modelplane(*command)
@@ -164,9 +186,12 @@ class ScaleRun:
         self.report.check(f"a preview of the unchanged fleet proposes nothing {self.mode}".strip(),
                           preview.result.get("ok"), _engine_error(preview))
         run = self.engine("pulumi up (no changes)", "up", expect_no_changes=True)
-        changes = {op: n for op, n in (run.result.get("changes") or {}).items() if op not in ("same", "read")}
         self.report.check(f"an up of the unchanged fleet changes nothing {self.mode}".strip(),
-                          run.result.get("ok") and not changes, _engine_error(run) or f"changes: {changes}")
+                          run.result.get("ok") and not _changes(run), _engine_error(run) or f"changes: {_changes(run)}")
+        run = self.engine("pulumi up (no changes; in a terminal)", "up", expect_no_changes=True,
+                          extra_env={TERMINAL: "1"})
+        self.report.check(f"an up of the unchanged fleet in a terminal changes nothing {self.mode}".strip(),
+                          run.result.get("ok") and not _changes(run), _engine_error(run) or f"changes: {_changes(run)}")
 
     def day2(self, plan: dict, label: str, env: dict[str, str]) -> None:
         """The operator's day-2 operations, with the engine environment of one checkpoint mode."""
@@ -302,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             measure.floor = run_floor(scenario, first_render)
         if not args.floor_only:
             idle = measure.fleet_cpu_rate(5.0)
+            report.note(f"the fresh fleet idles at {idle:.2f} cores: {measure.idle_split(5.0)}")
             measure.mode, measure.mode_env = DAY2_MODES[args.first]
             preview = measure.engine("pulumi preview (first)", "preview")
             report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
