@@ -50,3 +50,4 @@ def test_wall_time_is_the_pulumi_command_not_the_automation_apis_extra_reads():
     run = ScaleRun.__new__(ScaleRun)
     run.floor, run.measured = None, [measured]
     assert "added 5.5-5.5 s" in run.table().splitlines()[-1]
+

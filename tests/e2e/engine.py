@@ -17,11 +17,13 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from pulumi import automation as auto
@@ -62,6 +64,35 @@ def _kill_the_engine() -> int | None:
     return engine
 
 
+TERMINAL_SIZE = (48, 160)  # rows, columns: a maximised terminal window on a laptop
+# `pulumi` as a user's terminal runs it: the Automation API always adds --non-interactive and pipes the output, so the
+# engine would never draw the interactive progress display (a row per resource, redrawn as steps go by).
+TERMINAL_SHIM = """#!/bin/bash
+args=()
+for arg in "$@"; do [[ $arg == --non-interactive ]] || args+=("$arg"); done
+case ${args[0]} in
+  up|preview|destroy|refresh) exec @PYTHON@ @TERMINAL@ @ROWS@ @COLUMNS@ "$REAL_PULUMI" "${args[@]}" ;;
+  *) exec "$REAL_PULUMI" "$@" ;;  # stack output, history...: as the Automation API asked
+esac
+"""
+
+
+def _in_a_terminal(stack: auto.Stack) -> None:
+    """Run the stack's `pulumi` operations in a terminal of TERMINAL_SIZE (tests/e2e/terminal.py)."""
+    command = stack.workspace.pulumi_command
+    real = shutil.which(command.command) or command.command
+    folder = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"terminal-{os.getpid()}")  # the run's private TMPDIR
+    os.makedirs(folder, exist_ok=True)
+    shim = os.path.join(folder, "pulumi")
+    with open(shim, "w") as out:
+        out.write(TERMINAL_SHIM.replace("@PYTHON@", shlex.quote(sys.executable))
+                  .replace("@TERMINAL@", shlex.quote(str(Path(__file__).with_name("terminal.py"))))
+                  .replace("@ROWS@", str(TERMINAL_SIZE[0])).replace("@COLUMNS@", str(TERMINAL_SIZE[1])))
+    os.chmod(shim, 0o755)
+    os.environ["REAL_PULUMI"] = real
+    command.command = shim
+
+
 def _sample_this_process(prefix: str | None, op: str) -> subprocess.Popen | None:
     """With MODELPLANE_E2E_PROGRAM_PROFILE=PREFIX, py-spy (if on PATH) samples this process, the program's host, into
     PREFIX.<op>.<pid>.txt (collapsed stacks, every thread; `py-spy record --format raw`)."""
@@ -91,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
     stack = auto.select_stack(STACK, project_name="modelplane", program=_program,
                               opts=auto.LocalWorkspaceOptions(work_dir=args.project))
+    if os.environ.get("MODELPLANE_E2E_TERMINAL"):
+        _in_a_terminal(stack)
     profile = os.environ.get("MODELPLANE_E2E_ENGINE_PROFILE")
     command_seconds: list[float] = []
     run_cli = stack._run_pulumi_cmd_sync
