@@ -4,6 +4,7 @@ No Kubernetes binaries are needed; the real fleet is exercised by scripts/e2e.sh
 """
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -141,3 +142,20 @@ def test_a_fleet_the_inotify_limit_cannot_hold_is_refused_up_front(tmp_path, lim
             cp.check_inotify_instances(clusters, limit_file)
     else:
         cp.check_inotify_instances(clusters, limit_file)
+
+
+def test_cpu_is_split_per_component_across_clusters_whose_names_prefix_each_other():
+    from types import SimpleNamespace
+
+    def proc(label: str) -> SimpleNamespace:  # every one this process: its CPU time is real and the same for all
+        return SimpleNamespace(label=label, popen=SimpleNamespace(pid=os.getpid()), alive=lambda: True)
+
+    fleet = cp.LocalFleet.__new__(cp.LocalFleet)
+    fleet._clusters = {name: None for name in ("gpu-1", "gpu-1-eu")}
+    procs = [proc("gpu-1-kube-apiserver"), proc("gpu-1-eu-kube-apiserver"), proc("gpu-1-eu-lws-controller"),
+             proc("etcd")]
+    fleet._procs = lambda: procs
+    split = fleet.cpu_seconds_by_component()
+    assert set(split) == {"kube-apiserver", "lws-controller", "etcd"}
+    assert split["kube-apiserver"] == pytest.approx(2 * split["etcd"], rel=0.2)
+    assert fleet.cpu_seconds() == pytest.approx(sum(split.values()), rel=0.2)
