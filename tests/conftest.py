@@ -2,12 +2,20 @@
 and, for module-scoped fixtures, `recording`; the repository; the slow marker of the fast lane."""
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Several tests press Ctrl-C on a command (SIGINT) and expect what a terminal user sees. A suite started in the
+# background by a non-interactive shell (`(pytest &)`, some CI runners) inherits SIGINT ignored, and an ignored signal
+# stays ignored in every command it starts: those tests would then wait for a Ctrl-C that never lands. Handled here,
+# SIGINT is back at its default in each command the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "scripts")]  # helper modules, and scripts/fetch_crds.py
 
 import k8s_validation  # noqa: E402
