@@ -7,7 +7,6 @@ import time
 from types import SimpleNamespace
 
 import pytest
-
 from e2e import engine, terminal
 
 STAND_IN = """#!/bin/bash

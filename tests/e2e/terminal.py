@@ -8,6 +8,7 @@ exit status is the command's. Standalone (no imports from the harness): tests/e2
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -38,10 +39,8 @@ def answers(seen: bytes, chunk: bytes) -> bytes:
 
 def main(argv: list[str]) -> int:
     rows, columns, *command = argv
-    try:  # named for what it is in process listings (the harness counts `python` processes as the program)
-        ctypes.CDLL(None).prctl(_PR_SET_NAME, b"terminal", 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    with contextlib.suppress(OSError, AttributeError):  # named for what it is in process listings: the harness
+        ctypes.CDLL(None).prctl(_PR_SET_NAME, b"terminal", 0, 0, 0)  # counts `python` processes as the program
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", int(rows), int(columns), 0, 0))
     environment = {**os.environ, "TERM": os.environ.get("TERM") or "xterm-256color"}
