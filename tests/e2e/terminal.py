@@ -29,12 +29,13 @@ def answers(seen: bytes, chunk: bytes) -> bytes:
     """The replies to the queries that end in `chunk` (`seen`: what came before it, for a query split in two)."""
     text = seen[-(LONGEST_QUERY - 1):] + chunk
     start = len(text) - len(chunk)
-    replies = []
-    for at in range(len(text)):
-        for query, reply in ANSWERS.items():
-            if text.startswith(query, at) and at + len(query) > start:
-                replies.append(reply)
-    return b"".join(replies)
+    found = []
+    for query, reply in ANSWERS.items():  # bytes.find: a frame of the progress display is kilobytes, many a second
+        at = text.find(query, max(0, start - len(query) + 1))
+        while at != -1:
+            found.append((at, reply))
+            at = text.find(query, at + 1)
+    return b"".join(reply for _, reply in sorted(found))
 
 
 def main(argv: list[str]) -> int:
@@ -43,13 +44,13 @@ def main(argv: list[str]) -> int:
         ctypes.CDLL(None).prctl(_PR_SET_NAME, b"terminal", 0, 0, 0)  # counts `python` processes as the program
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", int(rows), int(columns), 0, 0))
-    environment = {**os.environ, "TERM": os.environ.get("TERM") or "xterm-256color"}
-    if environment["TERM"] == "dumb":
+    environment = dict(os.environ)
+    if environment.get("TERM", "dumb") in ("", "dumb"):
         environment["TERM"] = "xterm-256color"
     environment.pop("CI", None)  # the CLI draws no progress display where it sees CI
     process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=environment)
     os.close(slave)  # the command holds it now: reading the master fails once the command is gone
-    received = b""
+    received = bytearray()
     while True:
         try:
             chunk = os.read(master, 1 << 16)
@@ -60,7 +61,8 @@ def main(argv: list[str]) -> int:
         reply = answers(received, chunk)
         if reply:
             os.write(master, reply)
-        received = (received + chunk)[-KEEP:]
+        received += chunk
+        del received[:-KEEP]
     os.close(master)
     sys.stdout.buffer.write(received)
     sys.stdout.flush()
