@@ -65,3 +65,22 @@ def test_queries_split_across_reads_are_answered_once():
 def test_other_commands_run_as_the_automation_api_asked(stack):
     out = run(stack, "--non-interactive", "stack", "output", "--json")
     assert out.strip() == "a pipe; CI=true; args: --non-interactive stack output --json"
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, {}),
+        ({"MODELPLANE_E2E_EXCLUDE": '["urn:pulumi:e2e::modelplane::modelplane:index:ModelReplica**"]'},
+         {"exclude": ["urn:pulumi:e2e::modelplane::modelplane:index:ModelReplica**"]}),
+        ({"MODELPLANE_E2E_TARGET": '["a", "b"]', "MODELPLANE_E2E_EXCLUDE": ""}, {"target": ["a", "b"]}),
+    ],
+)
+def test_target_and_exclude_come_from_the_environment(environ, expected):
+    assert engine.selection(environ) == expected
+
+
+@pytest.mark.parametrize("text", ["urn:pulumi:e2e::x", "[]x", '"one"', '[""]', "[1]"])
+def test_a_malformed_selection_stops_the_run_naming_the_variable(text):
+    with pytest.raises(SystemExit, match="MODELPLANE_E2E_TARGET"):
+        engine.selection({"MODELPLANE_E2E_TARGET": text})

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from e2e.pulumi_cli import MemorySampler
-from e2e.scale import Measured, ScaleRun, state_weight
+from e2e.scale import Measured, ScaleRun, read_variants, state_weight
 
 
 def test_state_weight_is_per_resource_and_by_type(tmp_path):
@@ -42,8 +43,9 @@ def test_cpu_is_summed_over_every_process_of_a_name():
 
 def test_wall_time_is_the_pulumi_command_not_the_automation_apis_extra_reads():
     class FakeRun:
-        seconds, cpu, peak_rss, stdout = 30.0, {}, {}, ""
-        result = {"ok": True, "command_seconds": 24.5, "changes": {"same": 10}}
+        def __init__(self):
+            self.seconds, self.cpu, self.peak_rss, self.stdout = 30.0, {}, {}, ""
+            self.result = {"ok": True, "command_seconds": 24.5, "changes": {"same": 10}}
 
     measured = Measured.of("pulumi up (no changes)", FakeRun())
     assert (measured.seconds, measured.harness_seconds) == (24.5, 30.0)
@@ -51,3 +53,40 @@ def test_wall_time_is_the_pulumi_command_not_the_automation_apis_extra_reads():
     run.floor, run.measured = None, [measured]
     assert "added 5.5-5.5 s" in run.table().splitlines()[-1]
 
+
+def test_each_variant_is_an_unchanged_up_skipping_checkpoints_with_its_environment_added():
+    calls, checks = [], []
+
+    class FakeRun:
+        def __init__(self, changes):
+            self.result = {"ok": True, "changes": changes}
+
+    run = ScaleRun.__new__(ScaleRun)
+    run.mode, run.mode_env = "", {}
+    run.report = type("Report", (), {"check": lambda self, what, ok, detail="": checks.append((what, bool(ok)))})()
+
+    def engine(what, op, events=False, extra_env=None, **kwargs):
+        calls.append((what, op, {**run.mode_env, **(extra_env or {})}, kwargs))
+        return FakeRun({"same": 5} if len(calls) == 1 else {"same": 4, "update": 1})
+
+    run.engine = engine
+    run.variants([("exclude replicas", {"MODELPLANE_E2E_EXCLUDE": '["**"]'}), ("GOGC=400", {"GOGC": "400"})])
+    assert [c[2] for c in calls] == [{"PULUMI_SKIP_CHECKPOINTS": "true", "MODELPLANE_E2E_EXCLUDE": '["**"]'},
+                                     {"PULUMI_SKIP_CHECKPOINTS": "true", "GOGC": "400"}]
+    assert all(c[1] == "up" and c[3] == {"expect_no_changes": True} for c in calls)
+    assert [ok for _, ok in checks] == [True, False]  # the second changed something
+    assert "exclude replicas" in checks[0][0] and (run.mode, run.mode_env) == ("", {})
+
+
+def test_variants_are_label_and_environment_pairs(tmp_path):
+    path = tmp_path / "variants.json"
+    path.write_text(json.dumps([["exclude replicas", {"MODELPLANE_E2E_EXCLUDE": '["**"]'}], ["as is", {}]]))
+    assert read_variants(path) == [("exclude replicas", {"MODELPLANE_E2E_EXCLUDE": '["**"]'}), ("as is", {})]
+
+
+@pytest.mark.parametrize("text", ["{}", '[["label"]]', '[["label", {"GOGC": 400}]]', "not json"])
+def test_malformed_variants_stop_before_the_fleet_starts(tmp_path, text):
+    path = tmp_path / "variants.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit, match="--variants"):
+        read_variants(path)

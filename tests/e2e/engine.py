@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,27 @@ def _in_a_terminal(stack: auto.Stack) -> None:
     command.command = shim
 
 
+SELECTIONS = {"target": "MODELPLANE_E2E_TARGET", "exclude": "MODELPLANE_E2E_EXCLUDE"}
+
+
+def selection(environ: Mapping[str, str] = os.environ) -> dict[str, list[str]]:
+    """`pulumi up/preview --target/--exclude`, from MODELPLANE_E2E_TARGET / MODELPLANE_E2E_EXCLUDE: each a JSON list of
+    URNs or globs (`*`, `**`). Measures what the engine does with resources outside the operation (docs/e2e.md)."""
+    out: dict[str, list[str]] = {}
+    for option, variable in SELECTIONS.items():
+        text = environ.get(variable)
+        if not text:
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SystemExit(f"{variable}: not JSON ({error}); give a list of URNs or globs") from None
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            raise SystemExit(f"{variable}: give a JSON list of URNs or globs, e.g. '[\"urn:pulumi:e2e::modelplane::**\"]'")
+        out[option] = value
+    return out
+
+
 def _sample_this_process(prefix: str | None, op: str) -> subprocess.Popen | None:
     """With MODELPLANE_E2E_PROGRAM_PROFILE=PREFIX, py-spy (if on PATH) samples this process, the program's host, into
     PREFIX.<op>.<pid>.txt (collapsed stacks, every thread; `py-spy record --format raw`)."""
@@ -143,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler = _sample_this_process(os.environ.get("MODELPLANE_E2E_PROGRAM_PROFILE"), args.op)
     recorded: list[dict[str, Any]] = []
 
+    selected = selection()
     out: dict[str, Any] = {"op": args.op, "ok": True}
     completed = 0
 
@@ -165,11 +188,13 @@ def main(argv: list[str] | None = None) -> int:
             out["killed"] = {"pid": _kill_the_engine(), "after_steps": completed, "at_event": item["seq"]}
     try:
         if args.op == "preview":
-            result = stack.preview(on_event=None if args.no_events else on_event, expect_no_changes=args.expect_no_changes)
+            result = stack.preview(on_event=None if args.no_events else on_event, expect_no_changes=args.expect_no_changes,
+                                   **selected)
             out["changes"] = dict(result.change_summary)
             out["stdout"] = result.stdout
         elif args.op == "up":
-            result = stack.up(on_event=None if args.no_events else on_event, expect_no_changes=args.expect_no_changes)
+            result = stack.up(on_event=None if args.no_events else on_event, expect_no_changes=args.expect_no_changes,
+                              **selected)
             out["changes"] = dict(result.summary.resource_changes or {})
             out["stdout"] = result.stdout
         elif args.op == "destroy":

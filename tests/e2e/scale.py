@@ -88,10 +88,10 @@ def state_weight(state_file: Path) -> tuple[str, dict]:
     raw = state_file.read_bytes()
     resources = json.loads(raw).get("checkpoint", {}).get("latest", {}).get("resources") or []
     by_type: dict[str, list[int]] = {}
-    for resource in resources:
-        entry = by_type.setdefault(resource["type"], [0, 0])
+    for state in resources:  # not `resource`: the module measures CPU with it
+        entry = by_type.setdefault(state["type"], [0, 0])
         entry[0] += 1
-        entry[1] += len(json.dumps(resource, separators=(",", ":")))
+        entry[1] += len(json.dumps(state, separators=(",", ":")))
     total = sum(size for _, size in by_type.values()) or 1
     top = sorted(by_type.items(), key=lambda kv: -kv[1][1])[:10]
     lines = [f"state file {len(raw) / 2**20:.1f} MB, {len(resources)} resources, "
@@ -203,6 +203,19 @@ class ScaleRun:
         finally:
             self.mode, self.mode_env = "", {}
 
+    def variants(self, variants: list[tuple[str, dict[str, str]]]) -> None:
+        """The unchanged `up` once per variant, with the variant's engine environment added to the skip mode's: e.g.
+        `MODELPLANE_E2E_EXCLUDE` (tests/e2e/engine.py), `GOGC`, or a setting a patched program reads."""
+        self.mode, self.mode_env = DAY2_MODES["skip"]
+        try:
+            for label, env in variants:
+                run = self.engine(f"pulumi up (no changes; {label})", "up", expect_no_changes=True, extra_env=env)
+                self.report.check(f"an up of the unchanged fleet changes nothing ({label}) {self.mode}",
+                                  run.result.get("ok") and not _changes(run),
+                                  _engine_error(run) or f"changes: {_changes(run)}")
+        finally:
+            self.mode, self.mode_env = "", {}
+
     def scale_one(self, plan: dict) -> None:
         """One more replica of the first fully scheduled deployment whose extra replica fits somewhere.
 
@@ -302,7 +315,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure the floor and stop: applying and removing it disturbs the fleet for minutes "
                              "afterwards (docs/e2e.md), so measure the operations in another run, with --no-floor")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument("--variants", type=Path, metavar="FILE",
+                        help="after the day-2 modes, the unchanged `up` once per variant: a JSON list of "
+                             "[label, {engine environment}] pairs (docs/e2e.md)")
     args = parser.parse_args(argv)
+    variants = read_variants(args.variants) if args.variants else []
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     template = work / "Pulumi.scale.yaml"
@@ -338,10 +355,11 @@ def main(argv: list[str] | None = None) -> int:
                 text, state = state_weight(scenario.project.state_file())
                 report.note(text)
                 modes = [mode for mode in args.modes.split(",") if mode]  # none: the first preview and up only
-                if modes:
+                if modes or variants:
                     measure.settle(idle)
                 for mode in modes:
                     measure.day2(plan, *DAY2_MODES[mode])
+                measure.variants(variants)
             started = time.monotonic()
             # destroy runs no program; skipping checkpoints, an interrupted destroy leaves the state, and the next deletes again
             measure.mode, measure.mode_env = DAY2_MODES["skip"]
@@ -361,6 +379,20 @@ def main(argv: list[str] | None = None) -> int:
                                          "state": state, "floor": measure.floor and measure.floor.__dict__,
                                          "operations": [m.__dict__ for m in measure.measured]}, indent=1))
     return 1 if report.failed else 0
+
+
+def read_variants(path: Path) -> list[tuple[str, dict[str, str]]]:
+    """`--variants FILE`: [[label, {"NAME": "value", ...}], ...], checked before the fleet starts."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise SystemExit(f"--variants {path}: {error}") from None
+    if not isinstance(document, list) or not all(
+        isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in item[1].items()) for item in document
+    ):
+        raise SystemExit(f'--variants {path}: give a JSON list of [label, {{"NAME": "value"}}] pairs')
+    return [(label, env) for label, env in document]
 
 
 def run_floor(scenario: Scenario, render_dir: Path) -> Measured | None:
