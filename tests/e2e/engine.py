@@ -162,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             command_seconds.append(time.monotonic() - started)
 
     stack._run_pulumi_cmd_sync = timed_cli  # type: ignore[method-assign]
+    selected = selection()  # a malformed one stops the run before anything starts
     sampler = _sample_this_process(os.environ.get("MODELPLANE_E2E_PROGRAM_PROFILE"), args.op)
     recorded: list[dict[str, Any]] = []
 
-    selected = selection()
     out: dict[str, Any] = {"op": args.op, "ok": True}
     completed = 0
 
