@@ -19,10 +19,12 @@ type. The day-2 operations start once the fleet has settled (its CPU use back ne
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,36 +187,39 @@ class ScaleRun:
         preview = self.engine("pulumi preview (unchanged fleet)", "preview", expect_no_changes=True)
         self.report.check(f"a preview of the unchanged fleet proposes nothing {self.mode}".strip(),
                           preview.result.get("ok"), _engine_error(preview))
-        run = self.engine("pulumi up (no changes)", "up", expect_no_changes=True)
-        self.report.check(f"an up of the unchanged fleet changes nothing {self.mode}".strip(),
-                          run.result.get("ok") and not _changes(run), _engine_error(run) or f"changes: {_changes(run)}")
-        run = self.engine("pulumi up (no changes; in a terminal)", "up", expect_no_changes=True,
-                          extra_env={TERMINAL: "1"})
-        self.report.check(f"an up of the unchanged fleet in a terminal changes nothing {self.mode}".strip(),
-                          run.result.get("ok") and not _changes(run), _engine_error(run) or f"changes: {_changes(run)}")
+        self.unchanged_up("pulumi up (no changes)", "an up of the unchanged fleet changes nothing")
+        self.unchanged_up("pulumi up (no changes; in a terminal)",
+                          "an up of the unchanged fleet in a terminal changes nothing", {TERMINAL: "1"})
+
+    def unchanged_up(self, what: str, check: str, extra_env: dict[str, str] | None = None) -> None:
+        """An `up` of the unchanged fleet, measured as `what`, and the check that it changed nothing."""
+        run = self.engine(what, "up", expect_no_changes=True, extra_env=extra_env)
+        self.report.check(f"{check} {self.mode}".strip(), run.result.get("ok") and not _changes(run),
+                          _engine_error(run) or f"changes: {_changes(run)}")
+
+    @contextlib.contextmanager
+    def in_mode(self, label: str, env: dict[str, str]) -> Iterator[None]:
+        """The engine runs inside carry one checkpoint mode: its label in the table, its environment."""
+        self.mode, self.mode_env = label, env
+        try:
+            yield
+        finally:
+            self.mode, self.mode_env = "", {}
 
     def day2(self, plan: dict, label: str, env: dict[str, str]) -> None:
         """The operator's day-2 operations, with the engine environment of one checkpoint mode."""
-        self.mode, self.mode_env = label, env
-        try:
+        with self.in_mode(label, env):
             self.unchanged()
             self.scale_one(plan)
             self.drain_one()
-        finally:
-            self.mode, self.mode_env = "", {}
 
     def variants(self, variants: list[tuple[str, dict[str, str]]]) -> None:
         """The unchanged `up` once per variant, with the variant's engine environment added to the skip mode's: e.g.
         `MODELPLANE_E2E_EXCLUDE` (tests/e2e/engine.py), `GOGC`, or a setting a patched program reads."""
-        self.mode, self.mode_env = DAY2_MODES["skip"]
-        try:
+        with self.in_mode(*DAY2_MODES["skip"]):
             for label, env in variants:
-                run = self.engine(f"pulumi up (no changes; {label})", "up", expect_no_changes=True, extra_env=env)
-                self.report.check(f"an up of the unchanged fleet changes nothing ({label}) {self.mode}",
-                                  run.result.get("ok") and not _changes(run),
-                                  _engine_error(run) or f"changes: {_changes(run)}")
-        finally:
-            self.mode, self.mode_env = "", {}
+                self.unchanged_up(f"pulumi up (no changes; {label})",
+                                  f"an up of the unchanged fleet changes nothing ({label})", env)
 
     def scale_one(self, plan: dict) -> None:
         """One more replica of the first fully scheduled deployment whose extra replica fits somewhere.
@@ -345,12 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.floor_only:
             idle = measure.fleet_cpu_rate(5.0)
             report.note(f"the fresh fleet idles at {idle:.2f} cores: {measure.idle_split(5.0)}")
-            measure.mode, measure.mode_env = DAY2_MODES[args.first]
-            preview = measure.engine("pulumi preview (first)", "preview")
-            report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
-            up = measure.engine("pulumi up (first)", "up", timeout=7200)
-            report.check("up succeeds", up.result.get("ok"), _engine_error(up))
-            measure.mode, measure.mode_env = "", {}
+            with measure.in_mode(*DAY2_MODES[args.first]):
+                preview = measure.engine("pulumi preview (first)", "preview")
+                report.check("preview succeeds", preview.result.get("ok"), _engine_error(preview))
+                up = measure.engine("pulumi up (first)", "up", timeout=7200)
+                report.check("up succeeds", up.result.get("ok"), _engine_error(up))
             if up.result.get("ok"):
                 text, state = state_weight(scenario.project.state_file())
                 report.note(text)
@@ -362,9 +366,8 @@ def main(argv: list[str] | None = None) -> int:
                 measure.variants(variants)
             started = time.monotonic()
             # destroy runs no program; skipping checkpoints, an interrupted destroy leaves the state, and the next deletes again
-            measure.mode, measure.mode_env = DAY2_MODES["skip"]
-            destroy = measure.engine("pulumi destroy", "destroy", timeout=7200)
-            measure.mode, measure.mode_env = "", {}
+            with measure.in_mode(*DAY2_MODES["skip"]):
+                destroy = measure.engine("pulumi destroy", "destroy", timeout=7200)
             report.check("destroy succeeds", destroy.result.get("ok"), _engine_error(destroy))
             report.note(f"destroy took {time.monotonic() - started:.0f} s")
     finally:
