@@ -35,6 +35,7 @@ from .cli_common import (
 )
 from .cli_edit import cmd_drain, cmd_scale, cmd_undrain
 from .cli_parser import build_parser
+from .cli_up import cmd_up
 from .progress import Progress
 from .scheduling import load_previous, schedule
 
@@ -267,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "scale": cmd_scale,
             "drain": cmd_drain,
             "undrain": cmd_undrain,
+            "up": cmd_up,
+            "preview": cmd_up,
             "mock-engine": cmd_mock_engine,
             "completion": cmd_completion,
         }

@@ -72,6 +72,21 @@ HELP: dict[str, tuple[str, str, str]] = {
         "Removes the drain taint from the cluster in the stack file and shows the new plan.",
         "modelplane undrain gpu-eu-west -s demo\n|runbook.md",
     ),
+    "up": (
+        "`pulumi up` on the stack, leaving out the workload clusters in which nothing changed",
+        "Runs `pulumi up` with its own output and prompts, the program served from this process, and `--exclude` "
+        "for every Existing workload cluster whose fingerprint equals the one the last `modelplane up` recorded "
+        "(its config, credentials, rendered objects and replicas, and modelplane's code). Flags after -- go to "
+        "`pulumi up` as they are.",
+        "scripts/private-tmpdir.sh modelplane up -s prod\n"
+        "scripts/private-tmpdir.sh modelplane up -s prod -- --yes --skip-preview --non-interactive\n"
+        "scripts/private-tmpdir.sh modelplane up -s prod --full      # every cluster, as `pulumi up`\n|pulumi.md",
+    ),
+    "preview": (
+        "`pulumi preview` on the stack, leaving out the workload clusters in which nothing changed",
+        "The preview `modelplane up` would make: the same clusters left out. Flags after -- go to `pulumi preview`.",
+        "scripts/private-tmpdir.sh modelplane preview -s prod\n|pulumi.md",
+    ),
     "mock-engine": (
         "run the mock OpenAI/Anthropic-compatible engine the demo deploys",
         "Serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/models and "
@@ -206,6 +221,9 @@ def _add_editing_and_other_commands(commands) -> None:
     undrain.add_argument("cluster", metavar="CLUSTER")
     undrain.add_argument("--key", default=runbook.DRAIN_KEY, help=f"the taint key (default {runbook.DRAIN_KEY})")
     _edit_options(undrain)
+    from .cli_up import add_parser as add_up_commands
+
+    add_up_commands(commands, _command)
     mock = _command(commands, "mock-engine")
     mock.add_argument("--host", help="the address to listen on (default $HOST, else 0.0.0.0)")
     mock.add_argument("--port", help="the port (default $PORT, else 8000; 0 picks a free one)")

@@ -149,7 +149,7 @@ def test_plan_detailed_exitcode(tmp_path: Path) -> None:
 
 # --- help, completion ---------------------------------------------------------------------------------
 
-COMMANDS = ["validate", "plan", "explain", "render", "sources", "status", "scale", "drain", "undrain",
+COMMANDS = ["validate", "plan", "explain", "render", "sources", "status", "scale", "drain", "undrain", "up", "preview",
             "mock-engine", "completion"]
 
 
@@ -159,7 +159,8 @@ def test_every_command_has_a_description_examples_and_a_docs_page(name: str) -> 
     assert (result.returncode, result.stderr) == (0, "")
     text = result.stdout
     assert "\nexamples:\n  modelplane " in text or "\nexamples:\n  source <(modelplane" in text \
-        or "\nexamples:\n  HOSTNAME=laptop modelplane" in text
+        or "\nexamples:\n  HOSTNAME=laptop modelplane" in text \
+        or "\nexamples:\n  scripts/private-tmpdir.sh modelplane " in text  # the engine's kubeconfigs in a private folder
     docs = text.rstrip().splitlines()[-1]
     assert docs.startswith("docs: ") and docs.endswith(" in the modelplane checkout")
     assert (REPO / docs.split()[1]).is_file(), docs

@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 
 from ..api import Fleet, NamespacedName
-from ..render.fleet import WorkloadClusterParts, replica_waits_for, workload_cluster_parts, workload_stack
+from ..render.fleet import (
+    WorkloadClusterParts,
+    caches_on,
+    replica_waits_for,
+    workload_cluster_parts,
+    workload_stack,
+)
 from ..render.front_door import front_door_parts, front_door_stack, service_address
 from ..render.metallb import kind_cluster_names
 from ..render.secrets import cache_token, endpoint_token
@@ -42,12 +48,20 @@ from .components import (
     tenant_namespaces,
 )
 from .config import secret_output
+from .skip import SkippedCluster
 
 
 @dataclass
 class Infrastructure:
     clusters: dict[str, InferenceCluster]
     gateway: InferenceGateway | None
+    skipped: dict[str, SkippedCluster] = field(default_factory=dict)  # left out of this update (`modelplane up`)
+
+    def address_of(self, cluster: str) -> pulumi.Output[str]:
+        """A workload cluster's gateway address: as registered now, or as the last update left it."""
+        if cluster in self.clusters:
+            return self.clusters[cluster].serving_stack.address
+        return self.skipped[cluster].address
 
 
 def cluster_request(fleet: Fleet, name: str) -> ClusterRequest:
@@ -62,18 +76,24 @@ def front_door_request(fleet: Fleet) -> ClusterRequest:
     return ClusterRequest(gateway.cluster_name, gateway.cluster, (), kind_cluster_names(fleet))
 
 
-def build_infrastructure(fleet: Fleet, adopt: Mapping[str, Collection[str]] | None = None) -> Infrastructure:
-    """Every cluster and the front door; `adopt` names, per cluster, the Helm releases to import (release_adoption.py)."""
-    adopt = adopt or {}
+def build_infrastructure(
+    fleet: Fleet,
+    adopt: Mapping[str, Collection[str]] | None = None,
+    skipped: Mapping[str, SkippedCluster] | None = None,
+) -> Infrastructure:
+    """Every cluster but the `skipped` ones, and the front door; `adopt` names, per cluster, the Helm releases
+    to import (release_adoption.py)."""
+    adopt, skipped = adopt or {}, skipped or {}
     clusters = {
         name: InferenceCluster(cluster_request(fleet, name), workload_stack(fleet, name), adopt=adopt.get(name, ()))
         for name in sorted(fleet.inference_clusters)
+        if name not in skipped
     }
     gateway = None
     if fleet.inference_gateway is not None:
         name = fleet.inference_gateway.cluster_name
         gateway = InferenceGateway(front_door_request(fleet), front_door_stack(fleet), adopt=adopt.get(name, ()))
-    return Infrastructure(clusters, gateway)
+    return Infrastructure(clusters, gateway, dict(skipped))
 
 
 def secret_values(fleet: Fleet) -> dict[str, pulumi.Output[str]]:
@@ -105,7 +125,9 @@ def build_placement(fleet: Fleet, result: PlanResult, infra: Infrastructure) -> 
         name: tenant_namespaces(name, p.namespaces, infra.clusters[name], infra.clusters[name].provider)
         for name, p in parts.items()
     }
-    caches = _build_caches(parts, infra, namespaces, secrets)
+    # A cache staged only on skipped clusters still has its component, or the engine would delete it.
+    skipped_caches = {key for name in infra.skipped for key in caches_on(fleet, name)}
+    caches = _build_caches(parts, infra, namespaces, secrets, skipped_caches)
     replicas: dict[str, ModelReplica] = {}
     for name, cluster_parts in parts.items():
         cluster = infra.clusters[name]
@@ -137,8 +159,9 @@ def _build_caches(
     infra: Infrastructure,
     namespaces: dict[str, dict[str, pulumi.CustomResource]],
     secrets: dict[str, pulumi.Output[str]],
+    skipped_caches: Collection[NamespacedName] = (),
 ) -> dict[str, ModelCache]:
-    per_cache: dict[NamespacedName, dict[str, Any]] = {}
+    per_cache: dict[NamespacedName, dict[str, Any]] = {key: {} for key in skipped_caches}
     for name, cluster_parts in parts.items():
         for key, objects in cluster_parts.caches.items():
             per_cache.setdefault(key, {})[name] = (
@@ -167,7 +190,7 @@ def _build_front_door(
             gateway.cluster,
             name,
             gateway.provider,
-            infra.clusters[name].serving_stack.address,
+            infra.address_of(name),
             list(gateway.ready),
             pulumi.ResourceOptions(parent=gateway),
         )
@@ -179,8 +202,9 @@ def _build_front_door(
         depends_on = [*gateway.ready, namespaces[endpoint.namespace]]
         address = None
         if endpoint.replica is not None:
-            depends_on += replicas[key].workloads  # ready: Pulumi awaited them
-            address = infra.clusters[endpoint.replica.cluster].serving_stack.address
+            if endpoint.replica.cluster not in infra.skipped:  # a skipped cluster's replicas are ready and unchanged
+                depends_on += replicas[key].workloads  # ready: Pulumi awaited them
+            address = infra.address_of(endpoint.replica.cluster)
             if endpoint.replica.cluster in aliases:
                 depends_on.append(aliases[endpoint.replica.cluster])
         endpoints[key] = ModelEndpoint(

@@ -22,11 +22,12 @@ import pulumi
 from pulumi.runtime.sync_await import _sync_await
 
 from ..api import ConfigError, Fleet, ModelplaneError
+from ..code_digest import code_digest
 from ..render.fingerprint import infrastructure_fingerprints, provisioned_clusters
 from ..render.front_door import service_address
 from ..scheduling import PlanResult, load_previous, schedule
 from ..views import shortfall_warning
-from . import checkpoints
+from . import checkpoints, skip
 from .config import load_fleet_from_pulumi
 from .deploy import Infrastructure, Placement, build_infrastructure, build_placement
 from .provider_tmpdir import warn_unless_private_temp_folder
@@ -160,9 +161,18 @@ def run() -> Program:
     fingerprints = infrastructure_fingerprints(fleet)
     recorded = recorded_infrastructure(previous)
     check_checkpoint_skipping(fleet, fingerprints, recorded)
-    result = previous_placement(previous).apply(lambda placement: plan(fleet, placement))
+    up_run = skip.from_environment()  # set by `modelplane up` (unchanged_clusters.py)
+    skipped: dict[str, skip.SkippedCluster] = {}
+    if up_run is not None and up_run.skip:
+        # The plan is needed before any cluster is registered, to check the clusters `modelplane up` left out.
+        last = _sync_await(previous.future()) or {}
+        planned = plan(fleet, last.get("placement"))
+        skipped = skip.skipped_clusters(up_run, fleet, planned, code_digest(), last)
+        result = previous_placement(previous).apply(lambda _: planned)  # not secret, as the plan it stands for
+    else:
+        result = previous_placement(previous).apply(lambda placement: plan(fleet, placement))
     # Helm releases an interrupted `up` installed but never recorded are imported, not installed again
-    infrastructure = build_infrastructure(fleet, adoptable_releases(fleet, fingerprints, recorded))
+    infrastructure = build_infrastructure(fleet, adoptable_releases(fleet, fingerprints, recorded), skipped)
     placement = result.apply(lambda r: build_placement(fleet, r, infrastructure))
     pulumi.export("fleet", {"summary": fleet.summary(), "counts": fleet.counts()})
     pulumi.export("placement", result.apply(lambda r: r.document_data()))
@@ -176,6 +186,7 @@ def run() -> Program:
         pulumi.export("gatewayAddress", infrastructure.gateway.address)
     # What `modelplane status` reads the live clusters with (a secret: never shown without --show-secrets).
     kubeconfigs = {name: cluster.kubeconfig for name, cluster in infrastructure.clusters.items()}
+    kubeconfigs.update({name: cluster.kubeconfig for name, cluster in skipped.items()})
     if infrastructure.gateway is not None:
         kubeconfigs[infrastructure.gateway.cluster] = infrastructure.gateway.kubeconfig
     pulumi.export("kubeconfigs", pulumi.Output.secret(kubeconfigs))
@@ -187,7 +198,13 @@ def run() -> Program:
                 "gatewayAddress": cluster.serving_stack.address,
             }
             for name, cluster in infrastructure.clusters.items()
+        }
+        | {
+            name: {"source": fleet.inference_clusters[name].cluster.source, "gatewayAddress": cluster.address}
+            for name, cluster in skipped.items()
         },
     )
+    if up_run is not None:  # what the next `modelplane up` compares with (unchanged_clusters.py)
+        pulumi.export(skip.OUTPUT, skip.fingerprint_output(up_run, fleet, result, code_digest()))
     start_registrations()
     return Program(fleet, result, infrastructure, placement)

@@ -18,7 +18,9 @@ from typing import Any
 
 from ..api import Fleet
 from ..api.inference_cluster import ClusterSource
-from .fleet import cluster_stacks
+from ..scheduling import PlanResult
+from .fleet import cluster_stacks, workload_cluster_parts
+from .secrets import cache_token
 
 # Scheduling-only fields of a cluster: changing them changes the plan, not the cluster.
 SCHEDULING_ONLY = {"taints", "labels"}
@@ -29,9 +31,9 @@ def _source(source: ClusterSource) -> dict[str, Any]:
     return source.model_dump(mode="json", by_alias=True, exclude={"existing": {"kubeconfig"}})
 
 
-def _digest(document: Any) -> str:
+def _digest(document: Any, length: int = 16) -> str:
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def infrastructure_fingerprints(fleet: Fleet) -> dict[str, str]:
@@ -63,4 +65,49 @@ def provisioned_clusters(fleet: Fleet) -> set[str]:
     gateway = fleet.inference_gateway
     if gateway is not None and _provisioned(gateway.cluster):
         out.add(gateway.cluster_name)
+    return out
+
+
+def skippable_clusters(fleet: Fleet) -> list[str]:
+    """Workload clusters an `up` may leave out when nothing of theirs changed (`modelplane up`): Existing ones,
+    never the front door's (its endpoints and routes change with every placement)."""
+    front_door = fleet.inference_gateway.cluster_name if fleet.inference_gateway is not None else None
+    return sorted(
+        name
+        for name, cluster in fleet.inference_clusters.items()
+        if cluster.cluster.source == "Existing" and name != front_door
+    )
+
+
+def workload_fingerprints(fleet: Fleet, result: PlanResult, code: str) -> dict[str, str]:
+    """Skippable cluster -> a digest of everything the program registers on it for this plan.
+
+    Its config with the kubeconfig in clear (rotated credentials change the provider), its rendered stack,
+    namespaces, caches (with their tokens) and replicas, and `code` (`code_digest.code_digest`: the program and
+    the Pulumi packages that turn these into resources). Equal digests mean equal registrations, so an `up`
+    that leaves the cluster out changes nothing there that a full `up` would have changed. Secret: store it
+    only as a Pulumi secret.
+    """
+    tokens = {
+        cache_token(key.namespace, key.name): cache.hugging_face.token.plaintext
+        for key, cache in fleet.model_caches.items()
+        if cache.hugging_face is not None and cache.hugging_face.token is not None
+    }
+    out: dict[str, str] = {}
+    for name in skippable_clusters(fleet):
+        cluster = fleet.inference_clusters[name]
+        parts = workload_cluster_parts(fleet, result, name)
+        document = {
+            "code": code,
+            "cluster": cluster.model_dump(
+                mode="json", by_alias=True, exclude={"cluster": {"existing": {"kubeconfig"}}}
+            ),
+            "kubeconfig": cluster.cluster.existing.kubeconfig.plaintext if cluster.cluster.existing else None,
+            "stack": dataclasses.asdict(parts.stack),
+            "namespaces": parts.namespaces,
+            "caches": {str(key): objects for key, objects in parts.caches.items()},
+            "tokens": {str(key): tokens.get(cache_token(key.namespace, key.name)) for key in parts.caches},
+            "replicas": [[replica.to_dict(), objects] for replica, objects in parts.replicas],
+        }
+        out[name] = _digest(document, length=64)
     return out

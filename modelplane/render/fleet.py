@@ -205,6 +205,17 @@ class WorkloadClusterParts:
         )
 
 
+def caches_on(fleet: Fleet, cluster: str) -> list[NamespacedName]:
+    """The ModelCaches staged on `cluster`: those whose selector matches it, if it has RWX storage."""
+    if not cache_storage_class(fleet, cluster):
+        return []
+    return [
+        key
+        for key, cache in sorted(fleet.model_caches.items())
+        if cluster in fleet.clusters_matching(cache.cluster_selector.match_labels if cache.cluster_selector else None)
+    ]
+
+
 def workload_cluster_parts(
     fleet: Fleet, result: PlanResult, cluster: str, kind_network: str = KIND_NETWORK
 ) -> WorkloadClusterParts:
@@ -212,10 +223,8 @@ def workload_cluster_parts(
     replicas = [r for r in result.replicas() if r.cluster == cluster]
     storage = cache_storage_class(fleet, cluster)
     caches = {
-        key: [with_await(o) for o in render_cache(key.namespace, key.name, cache, cluster, storage)]
-        for key, cache in sorted(fleet.model_caches.items())
-        if storage
-        and cluster in fleet.clusters_matching(cache.cluster_selector.match_labels if cache.cluster_selector else None)
+        key: [with_await(o) for o in render_cache(key.namespace, key.name, fleet.model_caches[key], cluster, storage)]
+        for key in caches_on(fleet, cluster)
     }
     namespaces = sorted({r.key.namespace for r in replicas} | {key.namespace for key in caches})
     rendered = []

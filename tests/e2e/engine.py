@@ -115,6 +115,21 @@ def selection(environ: Mapping[str, str] = os.environ) -> dict[str, list[str]]:
     return out
 
 
+VIA_MODELPLANE_UP = "MODELPLANE_E2E_MODELPLANE_UP"
+
+
+def _as_modelplane_up(project: str, selected: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """With MODELPLANE_E2E_MODELPLANE_UP=1: what `modelplane up` does before it runs `pulumi up` (modelplane/cli_up.py),
+    the same `up` then run by the Automation API. `decide_seconds` is its part of what the user waits for."""
+    from modelplane.cli_up import decide_for_stack, pulumi_binary, start_update
+
+    started = time.monotonic()
+    decision = decide_for_stack(pulumi_binary(), STACK, Path(project))
+    flags = start_update(decision, None)
+    out.update(decide_seconds=time.monotonic() - started, skipped=sorted(decision.skip), notes=decision.notes)
+    return {**selected, "message": flags["message"][0], "exclude": [*selected.get("exclude", []), *flags["exclude"]]}
+
+
 def _sample_this_process(prefix: str | None, op: str) -> subprocess.Popen | None:
     """With MODELPLANE_E2E_PROGRAM_PROFILE=PREFIX, py-spy (if on PATH) samples this process, the program's host, into
     PREFIX.<op>.<pid>.txt (collapsed stacks, every thread; `py-spy record --format raw`)."""
@@ -162,11 +177,12 @@ def main(argv: list[str] | None = None) -> int:
             command_seconds.append(time.monotonic() - started)
 
     stack._run_pulumi_cmd_sync = timed_cli  # type: ignore[method-assign]
-    selected = selection()  # a malformed one stops the run before anything starts
+    selected: dict[str, Any] = selection()  # a malformed one stops the run before anything starts
+    out: dict[str, Any] = {"op": args.op, "ok": True}
+    if os.environ.get(VIA_MODELPLANE_UP) and args.op in ("preview", "up"):
+        selected = _as_modelplane_up(args.project, selected, out)
     sampler = _sample_this_process(os.environ.get("MODELPLANE_E2E_PROGRAM_PROFILE"), args.op)
     recorded: list[dict[str, Any]] = []
-
-    out: dict[str, Any] = {"op": args.op, "ok": True}
     completed = 0
 
     in_flight: set[str] = set()  # URNs of the steps --kill-outside names that started and did not end

@@ -195,6 +195,10 @@ class PulumiProject:
         """A plain CLI command in the project folder."""
         return self._spawn(["pulumi", *args, "--non-interactive"], self.dir, timeout, stdin)
 
+    def modelplane(self, *args: str, timeout: float = 1800) -> Run:
+        """The `modelplane` command in the project folder, as a user runs it (`modelplane up` runs `pulumi` itself)."""
+        return self._spawn([str(self.python), "-m", "modelplane", *args], self.dir, timeout, None)
+
     def urns(self) -> list[str]:
         """Every resource URN in the stack's state file."""
         state = json.loads(self.state_file().read_text())

@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from .kube_api import ApiError
+from .engine import STACK, VIA_MODELPLANE_UP
 from .pulumi_cli import Run
 from .scenario import REPO, TEMPLATE, Scenario, _changed, _engine_error, _short
 
@@ -81,6 +82,8 @@ class Measured:
     def of(cls, what: str, run: Run) -> Measured:
         """`seconds`: the `pulumi <op>` command's own wall time when the engine run reports it (tests/e2e/engine.py)."""
         command = run.result.get("command_seconds")
+        if command is not None and run.result.get("decide_seconds") is not None:  # `modelplane up`: its reads and plan too
+            command += run.result["decide_seconds"]
         return cls(what, command or run.seconds, _changed(run), dict(run.cpu), dict(run.peak_rss),
                    bool(run.result.get("ok")), harness_seconds=run.seconds)
 
@@ -124,6 +127,9 @@ class ScaleRun:
         measured = Measured.of(what, run)
         measured.cpu[FLEET] = self.fleet_cpu() - before
         self.measured.append(measured)
+        if "skipped" in run.result:  # `modelplane up` (tests/e2e/engine.py): which clusters it left out, and why not others
+            self.report.note(f"{what}: left out {run.result['skipped'] or 'no cluster'}, decided in "
+                             f"{run.result.get('decide_seconds', 0):.1f} s; {run.result.get('notes') or ''}")
         return run
 
     def fleet_cpu_rate(self, seconds: float) -> float:
@@ -221,7 +227,48 @@ class ScaleRun:
                 self.unchanged_up(f"pulumi up (no changes; {label})",
                                   f"an up of the unchanged fleet changes nothing ({label})", env)
 
-    def scale_one(self, plan: dict) -> None:
+    def via_modelplane_up(self, plan: dict, clusters: int) -> None:
+        """`modelplane up` (modelplane/cli_up.py): the first records every cluster's fingerprint, the second leaves
+        every workload cluster out, a scale and a drain then change a few; a full `pulumi up` after them changes
+        nothing, so what was left out was as a full `up` would have left it."""
+        via = {VIA_MODELPLANE_UP: "1"}
+        with self.in_mode(*DAY2_MODES["skip"]):
+            first = self.engine("modelplane up (no changes; records fingerprints)", "up", expect_no_changes=True,
+                                extra_env=via)
+            self.report.check("modelplane up of the unchanged fleet changes nothing", first.result.get("ok")
+                              and not _changes(first), _engine_error(first) or f"changes: {_changes(first)}")
+            second = self.engine("modelplane up (no changes)", "up", expect_no_changes=True, extra_env=via)
+            skipped = second.result.get("skipped") or []
+            self.report.check(f"the next modelplane up leaves all {clusters} workload clusters out and changes nothing",
+                              second.result.get("ok") and not _changes(second) and len(skipped) == clusters,
+                              _engine_error(second) or f"left out {skipped}; notes {second.result.get('notes')}; "
+                              f"changes: {_changes(second)}")
+            preview = self.engine("modelplane preview (unchanged fleet)", "preview", expect_no_changes=True,
+                                  extra_env=via)
+            self.report.check(f"modelplane preview leaves all {clusters} workload clusters out and proposes nothing",
+                              preview.result.get("ok") and len(preview.result.get("skipped") or []) == clusters,
+                              _engine_error(preview) or f"left out {preview.result.get('skipped')}")
+            self.command_up(clusters)
+            self.scale_one(plan, "modelplane up", via)
+            self.drain_one("modelplane up", via)
+            self.unchanged_up("pulumi up (no changes; after modelplane up)",
+                              "a full up after modelplane up's changes nothing")
+
+    def command_up(self, clusters: int) -> None:
+        """`modelplane up` as a user runs it: the command, which runs the `pulumi` CLI with the program served from its
+        own process (no Automation API). WALL is the whole command, its reads and plan included."""
+        what = f"modelplane up (no changes; the command) {self.mode}".strip()
+        before = self.fleet_cpu()
+        run = self.scenario.project.modelplane("up", "--stack", STACK, "--", "--yes", "--skip-preview",
+                                               "--non-interactive", "--expect-no-changes")
+        measured = Measured(what, run.seconds, None, dict(run.cpu), dict(run.peak_rss), run.ok)
+        measured.cpu[FLEET] = self.fleet_cpu() - before
+        self.measured.append(measured)
+        left_out = f"{clusters} unchanged clusters left out of this update"
+        self.report.check(f"the modelplane up command leaves all {clusters} workload clusters out and changes nothing",
+                          run.ok and left_out in run.stderr, run.tail())
+
+    def scale_one(self, plan: dict, via: str = "pulumi up", extra_env: dict[str, str] | None = None) -> None:
         """One more replica of the first fully scheduled deployment whose extra replica fits somewhere.
 
         "Fits" as the program will plan it: with the placement the last `up` left (replicas stay put).
@@ -244,7 +291,8 @@ class ScaleRun:
             self.report.check("scale one deployment", False, "no deployment has room for one more replica")
             return
         before = {r["name"] for r in self.placement() if f"{r['namespace']}/{r['deployment']}" == name}
-        run = self.engine(f"pulumi up (scale {name} {target['replicas']} -> {target['replicas'] + 1})", "up")
+        run = self.engine(f"{via} (scale {name} {target['replicas']} -> {target['replicas'] + 1})", "up",
+                          extra_env=extra_env)
         after = {r["name"] for r in self.placement() if f"{r['namespace']}/{r['deployment']}" == name}
         self.report.check(f"scale one deployment: one replica more, nothing else replaced or deleted {self.mode}".strip(),
                           bool(run.result.get("ok")) and len(after) == len(before) + 1 and before <= after
@@ -252,7 +300,7 @@ class ScaleRun:
                           _engine_error(run) or f"replicas {sorted(before)} -> {sorted(after)}; "
                           f"changes {run.result.get('changes')}")
 
-    def drain_one(self) -> None:
+    def drain_one(self, via: str = "pulumi up", extra_env: dict[str, str] | None = None) -> None:
         placed = self.placement()
         per_cluster: dict[str, int] = {}
         for replica in placed:
@@ -262,7 +310,8 @@ class ScaleRun:
         self.drained.add(cluster)
         if not self.edit("drain", "--config", str(self.scenario.project.stack_file), "--effect", "NoExecute", cluster):
             return
-        run = self.engine(f"pulumi up (drain {cluster} NoExecute, {per_cluster[cluster]} replicas)", "up", events=True)
+        run = self.engine(f"{via} (drain {cluster} NoExecute, {per_cluster[cluster]} replicas)", "up", events=True,
+                          extra_env=extra_env)
         left = [r for r in self.placement() if r["cluster"] == cluster]
         done = [(e["seq"], e["op"], e["type"], e["urn"].rsplit("::", 1)[-1]) for e in run.result.get("events", [])
                 if e["kind"] == "done"]
@@ -320,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure the floor and stop: applying and removing it disturbs the fleet for minutes "
                              "afterwards (docs/e2e.md), so measure the operations in another run, with --no-floor")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument("--modelplane-up", action="store_true",
+                        help="then `modelplane up` twice (the second leaves the unchanged clusters out), a scale and a "
+                             "drain through it, and a full `pulumi up` that must change nothing")
     parser.add_argument("--variants", type=Path, metavar="FILE",
                         help="after the day-2 modes, the unchanged `up` once per variant: a JSON list of "
                              "[label, {engine environment}] pairs (docs/e2e.md)")
@@ -359,11 +411,13 @@ def main(argv: list[str] | None = None) -> int:
                 text, state = state_weight(scenario.project.state_file())
                 report.note(text)
                 modes = [mode for mode in args.modes.split(",") if mode]  # none: the first preview and up only
-                if modes or variants:
+                if modes or variants or args.modelplane_up:
                     measure.settle(idle)
                 for mode in modes:
                     measure.day2(plan, *DAY2_MODES[mode])
                 measure.variants(variants)
+                if args.modelplane_up:
+                    measure.via_modelplane_up(plan, args.clusters)
             started = time.monotonic()
             # destroy runs no program; skipping checkpoints, an interrupted destroy leaves the state, and the next deletes again
             with measure.in_mode(*DAY2_MODES["skip"]):

@@ -29,6 +29,7 @@ from .gang_checks import gangs_on_real_nodes, pod_placement_problems
 from .kube_api import ApiError, KubeApi, object_path
 from .kubelet import FakeKubelet, node_groups
 from .lws_controller import LwsFleet, clusters_running_lws
+from .engine import VIA_MODELPLANE_UP
 from .pulumi_cli import STACK, PulumiProject, Run
 from . import packing_cases, selector_cases, tiers_story
 from .front_door_xds import TranslateError, expected_from, front_door_problems, translate
@@ -401,6 +402,24 @@ class Scenario:
         self.report.check("a second up changes nothing", run.result.get("ok") and not changes,
                           f"proposed: {_proposed(run)}" if not run.result.get("ok") else f"changes: {changes}")
 
+    def modelplane_up_leaves_unchanged_clusters_out(self) -> None:
+        """`modelplane up` (modelplane/cli_up.py): the first records each workload cluster's fingerprint; the command
+        run next, as a user runs it, leaves every workload cluster out and changes nothing; a full `up` after it
+        changes nothing either, so what was left out is as a full `up` leaves it."""
+        first = self.engine("modelplane up (records fingerprints)", "up", expect_no_changes=True,
+                            env={VIA_MODELPLANE_UP: "1"})
+        self.report.check("modelplane up records each workload cluster's fingerprint and changes nothing",
+                          first.result.get("ok") and not _changed(first), _engine_error(first))
+        workload = sorted(self.fleet.inference_clusters)
+        command = self.report.time("modelplane up (no changes; the command)", self.project.modelplane(
+            "up", "--stack", STACK, "--", "--yes", "--skip-preview", "--non-interactive", "--expect-no-changes"))
+        left_out = f"{len(workload)} unchanged clusters left out of this update: {', '.join(workload)}"
+        self.report.check("the modelplane up command leaves every unchanged workload cluster out and changes nothing",
+                          command.ok and left_out in command.stderr, command.tail())
+        full = self.engine("pulumi up (no changes; after modelplane up)", "up", expect_no_changes=True)
+        self.report.check("a full up after modelplane up changes nothing", full.result.get("ok") and not _changed(full),
+                          _engine_error(full) or f"proposed: {_proposed(full)}")
+
     def dra_allocation(self, plan: dict) -> None:
         """Every replica's pods bound by kube-scheduler to the planned pool, claims allocated from its devices."""
         problems, seen = [], 0
@@ -653,6 +672,7 @@ class Scenario:
             self.crash_mid_up()
             if self.up_creates_everything(rendered) and self.nothing_orphaned_or_duplicated():
                 self.second_up_changes_nothing()
+                self.modelplane_up_leaves_unchanged_clusters_out()
                 self.dra_allocation(plan)
                 self.report.check(*gangs_on_real_nodes(plan, self.api))
                 self.report.check(*status_matches_the_fleet(self.project, self.control_planes.endpoints,
