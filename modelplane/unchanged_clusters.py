@@ -117,19 +117,15 @@ def decide(
     root = next(r for r in resources if r.get("type") == "pulumi:pulumi:Stack")
     recorded = recorded_update.get("clusters") or {}
     prefix = root["urn"].split("::pulumi:pulumi:Stack::")[0] + "::"
-    skip: dict[str, str] = {}
-    exclude: list[str] = []
-    notes: list[str] = []
-    for cluster, fingerprint in sorted(fingerprints.items()):
-        if recorded.get(cluster) != fingerprint:
-            continue  # changed (or new): in the update, as always
-        patterns = cluster_patterns(prefix, cluster, replicas.get(cluster, ()))
-        problem = _exclusion_problem(cluster, patterns, prefix, resources)
-        if problem:
-            notes.append(problem)
-            continue
-        skip[cluster] = fingerprint
-        exclude += patterns
+    unchanged = {
+        cluster: cluster_patterns(prefix, cluster, replicas.get(cluster, ()))
+        for cluster, fingerprint in sorted(fingerprints.items())
+        if recorded.get(cluster) == fingerprint  # a changed (or new) one is in the update, as always
+    }
+    problems = _exclusion_problems(unchanged, prefix, resources)
+    skip = {cluster: fingerprints[cluster] for cluster in unchanged if not problems[cluster]}
+    exclude = [pattern for cluster in skip for pattern in unchanged[cluster]]
+    notes = [problem for problem in problems.values() if problem]
     return Decision(skip, exclude, notes, trusted=recorded_update["update"])
 
 
@@ -190,37 +186,47 @@ def glob_matcher(pattern: str) -> re.Pattern[str]:
     return re.compile("^" + ".*".join(segments) + "$")
 
 
-def _exclusion_problem(cluster: str, patterns: list[str], prefix: str, resources: list) -> str:
-    """'' when the patterns name exactly the cluster's resources in state; else why the cluster stays in.
+def _exclusion_problems(candidates: Mapping[str, list[str]], prefix: str, resources: list) -> dict[str, str]:
+    """Per candidate cluster, '' when its patterns name exactly its resources in state, else why it stays in.
 
-    The cluster's resources: its provider, what is managed through it, its components (the literal URNs among the
-    patterns) and their children."""
+    A cluster's resources: its provider, what is managed through it, its components (the literal URNs among its
+    patterns) and their children. One pass over the state, whatever the number of clusters."""
     by_urn = {r.get("urn", ""): r for r in resources}
-    provider = f"{prefix}{COMPONENT}InferenceCluster${PROVIDER_TYPE}::{cluster}"
-    literal = {p for p in patterns if "*" not in p}
+    provider_prefix = f"{prefix}{COMPONENT}InferenceCluster${PROVIDER_TYPE}::"
+    literal_owner = {p: cluster for cluster, patterns in candidates.items() for p in patterns if "*" not in p}
     # the name globs, each with the text a URN must hold to match it (most do not: no regular expression for them)
-    name_globs = [
-        (f"::{cluster}{separator}", glob_matcher(p)) for separator, p in zip(NAME_SEPARATORS, patterns, strict=False)
-    ]
-    owned: dict[str, bool] = {}
+    name_globs = {
+        cluster: [(f"::{cluster}{sep}", glob_matcher(p)) for sep, p in zip(NAME_SEPARATORS, patterns, strict=False)]
+        for cluster, patterns in candidates.items()
+    }
+    owners: dict[str, str | None] = {}
 
-    def is_owned(urn: str) -> bool:
-        if urn not in owned:
-            owned[urn] = False  # a cycle in a broken state is not the cluster's
+    def owner(urn: str) -> str | None:
+        """The cluster a resource belongs to (None: none, or the front door)."""
+        if urn not in owners:
+            owners[urn] = None  # a cycle in a broken state belongs to no cluster
             resource = by_urn.get(urn) or {}
-            parent = str(resource.get("parent") or "")
-            owned[urn] = (
-                urn == provider
-                or urn in literal
-                or str(resource.get("provider") or "").startswith(provider + "::")
-                or (bool(parent) and is_owned(parent))
-            )
-        return owned[urn]
+            provider, parent = str(resource.get("provider") or ""), str(resource.get("parent") or "")
+            if urn.startswith(provider_prefix):
+                owners[urn] = urn[len(provider_prefix) :]
+            elif urn in literal_owner:
+                owners[urn] = literal_owner[urn]
+            elif provider.startswith(provider_prefix):
+                owners[urn] = provider[len(provider_prefix) :].split("::", 1)[0]
+            elif parent:
+                owners[urn] = owner(parent)
+        return owners[urn]
 
+    problems = dict.fromkeys(candidates, "")
     for urn in by_urn:
-        matched = urn in literal or any(head in urn and glob.match(urn) for head, glob in name_globs)
-        if is_owned(urn) and not matched:
-            return f"{cluster}: {urn} is not named after the cluster, so the cluster stays in this update"
-        if matched and not is_owned(urn):
-            return f"{cluster}: {urn} is named like the cluster's resources but is not one, so the cluster stays in this update"
-    return ""
+        belongs = owner(urn)
+        matched = {literal_owner[urn]} if urn in literal_owner else set()
+        matched |= {c for c, globs in name_globs.items() if any(head in urn and g.match(urn) for head, g in globs)}
+        if belongs is not None and belongs in candidates and belongs not in matched and not problems[belongs]:
+            problems[belongs] = f"{belongs}: {urn} is not named after the cluster, so the cluster stays in this update"
+        for cluster in matched - {belongs}:
+            problems[cluster] = problems[cluster] or (
+                f"{cluster}: {urn} is named like the cluster's resources but is not one, so the cluster stays in "
+                "this update"
+            )
+    return problems
