@@ -436,3 +436,71 @@ def test_the_kubelet_looks_again_when_woken_or_when_idle_for_long(monkeypatch):
     began = time.monotonic()
     kubelet._wait_for_a_reason(began)
     assert time.monotonic() - began < 0.1 and not kubelet._wake.is_set()  # woken by a watch: at once, and reset
+
+
+class ListingApi(RecordingApi):
+    """RecordingApi that also records each list path, and can fail one kind's list once."""
+
+    def __init__(self, objects, fail: dict[str, Exception] | None = None):
+        super().__init__(objects)
+        self.listed, self.fail = [], dict(fail or {})
+
+    def list(self, path, **kwargs):
+        self.listed.append(path)
+        if path in self.fail:
+            raise self.fail.pop(path)
+        return super().list(path, **kwargs)
+
+
+def _round(kubelet: kl.FakeKubelet) -> set[str]:
+    kubelet.api.listed.clear()
+    kubelet.sync()
+    return set(kubelet.api.listed)
+
+
+def test_a_round_looks_only_at_the_kinds_a_watch_saw_change():
+    kubelet = kl.FakeKubelet(ListingApi({}), "c", [])
+    kubelet._last_lease = kubelet._last_status = time.monotonic()  # nothing due
+    assert _round(kubelet) == set(kl.WATCHED)  # the first round looks at everything
+    assert _round(kubelet) == set()  # nothing changed since
+    kubelet._look_again(kl.PODS)
+    kubelet._look_again(kl.GATEWAYS)
+    assert _round(kubelet) == {kl.PODS, kl.GATEWAYS} and kubelet._wake.is_set()
+    assert _round(kubelet) == set()
+
+
+@pytest.mark.parametrize("error, raised", [(ApiError(503, "ServiceUnavailable", "starting"), False),
+                                           (ConnectionRefusedError("stopped"), True)])
+def test_a_kind_whose_look_failed_is_looked_at_again(error, raised):
+    kubelet = kl.FakeKubelet(ListingApi({}, fail={kl.SERVICES: error}), "c", [])
+    kubelet._last_lease = kubelet._last_status = time.monotonic()
+    if raised:  # the API server went away: the round ends, and what it had not looked at waits for the next
+        with pytest.raises(OSError):
+            kubelet.sync()
+    else:
+        kubelet.sync()
+    assert kl.SERVICES in kubelet._changed
+    assert _round(kubelet) >= {kl.SERVICES}
+
+
+def test_an_idle_round_looks_at_every_kind_and_a_woken_one_only_at_what_changed(monkeypatch):
+    kubelet = kl.FakeKubelet(ListingApi({}), "c", [])
+    kubelet._last_lease = kubelet._last_status = time.monotonic()
+    _round(kubelet)
+    monkeypatch.setattr(kl, "IDLE_ROUND", 0.2)
+    kubelet._wait_for_a_reason(time.monotonic())
+    assert _round(kubelet) == set(kl.WATCHED)
+    monkeypatch.setattr(kl, "IDLE_ROUND", 30.0)
+    kubelet._look_again(kl.CLAIMS)
+    kubelet._wait_for_a_reason(time.monotonic())
+    assert _round(kubelet) == {kl.CLAIMS}
+
+
+def test_leases_are_renewed_well_within_the_controller_managers_grace_period():
+    from e2e import controlplane as cp
+
+    # a real kubelet renews 5 times per node-monitor grace period (10 s, 50 s) and its lease lasts 4 renewals
+    assert cp.NODE_MONITOR_GRACE_SECONDS / kl.LEASE_RENEW_EVERY >= 5
+    assert kl.LEASE_SECONDS >= 4 * kl.LEASE_RENEW_EVERY
+    assert f"--node-monitor-grace-period={cp.NODE_MONITOR_GRACE_SECONDS}s" in cp.controller_manager_args(
+        cp.ClusterFiles(Path("/x")))

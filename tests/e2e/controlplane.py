@@ -26,7 +26,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
@@ -37,9 +37,18 @@ SERVICE_CIDR = "10.0.0.0/24"
 ADMIN_USER = "modelplane-e2e-admin"
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 CLUSTER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# Go runtime knobs for every child: a soft memory limit makes the GC work harder before the heap grows, which keeps
-# RSS of the API servers (the big consumers) lower at a small CPU cost.
-CHILD_GO_ENV = {"GOMEMLIMIT": "400MiB"}
+# Go runtime knobs for every child. A soft memory limit makes the GC work harder before the heap grows, which keeps
+# RSS lower at a small CPU cost. One P each: 60 and more Go processes share the machine's 2 cores, and a second P
+# only spins looking for work and runs idle-time GC marking, CPU every other process of the fleet then lacks.
+CHILD_GO_ENV = {"GOMEMLIMIT": "400MiB", "GOMAXPROCS": "1"}
+# An API server with the charts' CRDs holds about 350 MB live: at 400 MiB its GC ran all the time during an `up`, a
+# quarter of its CPU in a profile (MODELPLANE_E2E_PROFILING, docs/e2e.md). 600 MiB leaves the GC room.
+API_SERVER_GO_ENV = {**CHILD_GO_ENV, "GOMEMLIMIT": "600MiB"}
+ETCD_GO_ENV = {"GOMEMLIMIT": "400MiB"}  # the one etcd serves every cluster: all the machine's cores
+# How long a node's lease may go unrenewed before its node is NotReady (1.34's default: 50 s). The stand-in kubelets
+# renew every 30 s instead of a real kubelet's 10 s (tests/e2e/kubelet.py LEASE_RENEW_EVERY), so this keeps the real
+# ratio of five renewals per grace period with a margin for a loaded machine.
+NODE_MONITOR_GRACE_SECONDS = 150
 
 
 @dataclass
@@ -184,7 +193,8 @@ def apiserver_args(cluster: str, files: ClusterFiles, port: int, etcd_url: str) 
         f"--service-account-key-file={files.sa_pub}",
         f"--service-account-signing-key-file={files.sa_key}",
         # ServiceAccount admission stays on (unlike envtest): the controller-manager creates `default` SAs here.
-        "--profiling=false",
+        # MODELPLANE_E2E_PROFILING=1: /debug/pprof on every API server, to see where a fleet's CPU goes (docs/e2e.md)
+        f"--profiling={'true' if os.environ.get('MODELPLANE_E2E_PROFILING') == '1' else 'false'}",
         "--v=1",
     ]
 
@@ -206,6 +216,8 @@ def controller_manager_args(files: ClusterFiles) -> list[str]:
         f"--cluster-signing-key-file={files.ca_key}",
         "--kube-api-qps=100",  # default 20 throttles large fleets (50 deployments per cluster)
         "--kube-api-burst=200",
+        # the stand-in kubelets renew their leases less often than real ones (tests/e2e/kubelet.py): allow for it
+        f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
         "--profiling=false",
         "--v=1",
     ]
@@ -321,6 +333,7 @@ class Proc:
     log: Path
     popen: subprocess.Popen | None = None
     peak_rss: int = 0  # the highest VmHWM seen over all runs of this process
+    go_env: Mapping[str, str] = field(default_factory=lambda: CHILD_GO_ENV)
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -330,7 +343,7 @@ class Proc:
             # PDEATHSIG fires when the *thread* that forked exits; only safe from the main thread (= process lifetime).
             main = threading.current_thread() is threading.main_thread()
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                          env={**os.environ, **CHILD_GO_ENV}, preexec_fn=_child_setup(main),
+                                          env={**os.environ, **self.go_env}, preexec_fn=_child_setup(main),
                                           close_fds=True)
 
     def alive(self) -> bool:
@@ -499,7 +512,7 @@ class LocalFleet:
         client, peer = free_port(taken), free_port(taken)
         self.etcd_url = f"http://127.0.0.1:{client}"
         self.etcd = Proc("etcd", [binaries["etcd"], *etcd_args("e2e", self.work / "etcd", client, peer)],
-                         self.logs / "etcd.log")
+                         self.logs / "etcd.log", go_env=ETCD_GO_ENV)
         for name in self.cluster_names:
             files = ClusterFiles(self.work / "clusters" / name)
             make_cluster_certs(files, name)
@@ -516,7 +529,7 @@ class LocalFleet:
                 apiserver=Proc(f"{name}-kube-apiserver",
                                [binaries["kube-apiserver"], *apiserver_args(name, files, port, self.etcd_url),
                                 *self.gates],
-                               log("kube-apiserver")),
+                               log("kube-apiserver"), go_env=API_SERVER_GO_ENV),
                 controller_manager=Proc(f"{name}-kube-controller-manager",
                                         [binaries["kube-controller-manager"], *controller_manager_args(files),
                                          *self.gates],

@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Sequence
 
 from .kube_api import ApiError, KubeApi, object_path
@@ -32,15 +33,22 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 FIELD_MANAGER = "fake-kubelet"
 KUBELET_VERSION = "v1.34.3"
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
-LEASE_SECONDS = 40
-LEASE_RENEW_EVERY = 10.0  # seconds, as the real kubelet
-NODE_STATUS_EVERY = 60.0  # seconds; the lease is what the node lifecycle controller watches
+# A real kubelet renews its node's lease every 10 s (a quarter of its 40 s duration) and reports an unchanged node
+# status every 5 minutes. Here one process plays every node of the fleet on the operator's 2 cores: 283 nodes at
+# 10 x 50 renewing every 10 s were a third of the idle fleet's CPU, which every operation's wall time pays (issue 27,
+# docs/e2e.md). So the leases last 3 times as long and are renewed every 30 s, and the controller-managers allow
+# for it (controlplane.NODE_MONITOR_GRACE_SECONDS).
+LEASE_SECONDS = 120
+LEASE_RENEW_EVERY = 30.0  # seconds
+NODE_STATUS_EVERY = 300.0  # seconds, as the real kubelet's nodeStatusReportFrequency
 # A round runs when a watch reports a change (at most once per `interval`), when the lease is due, and at the latest
-# this long after the last: polling every second, 10 idle clusters cost the API servers most of a core (issue 27).
-IDLE_ROUND = 5.0
-# What a round looks at; a change to any of them is a reason to look again.
-WATCHED = ("/api/v1/pods", "/api/v1/services", "/api/v1/persistentvolumeclaims",
-           "/apis/gateway.networking.k8s.io/v1/gateways")
+# this long after the last, in case a watch missed something. A round looks only at the kinds whose watch reported a
+# change since the last (all of them when idle for this long): every kind every second during an `up` was most of
+# the fleet's API requests.
+IDLE_ROUND = 30.0
+# What a round looks at; a change to any of them is a reason to look again at that kind.
+PODS, SERVICES, CLAIMS, GATEWAYS = WATCHED = (
+    "/api/v1/pods", "/api/v1/services", "/api/v1/persistentvolumeclaims", "/apis/gateway.networking.k8s.io/v1/gateways")
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 PV_ROOT = "/tmp/modelplane-e2e-pv"
 FAKE_PV_LABEL = "modelplane.ai/e2e-fake-pv"
@@ -279,6 +287,8 @@ class FakeKubelet:
         self._unreachable = False
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by a watch: something changed
+        self._changed: set[str] = set(WATCHED)  # the WATCHED kinds to look at in the next round
+        self._changed_lock = threading.Lock()  # the watch threads add to `_changed`, the round takes it
         self._thread: threading.Thread | None = None
         self._watchers: list[threading.Thread] = []
         self.rounds = 0
@@ -291,7 +301,8 @@ class FakeKubelet:
         self._stop.clear()  # startable again after stop()
         self._thread = threading.Thread(target=self._run, name=f"fake-kubelet-{self.cluster}", daemon=True)
         self._thread.start()
-        self._watchers = [threading.Thread(target=self.api.watch, args=(path, self._wake.set, self._stop),
+        self._watchers = [threading.Thread(target=self.api.watch, args=(path, partial(self._look_again, path),
+                                                                        self._stop),
                                            name=f"fake-kubelet-{self.cluster}-watch", daemon=True) for path in WATCHED]
         for watcher in self._watchers:
             watcher.start()
@@ -351,19 +362,40 @@ class FakeKubelet:
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
             self._wait_for_a_reason(began)
 
+    def _look_again(self, kind: str) -> None:
+        """A watch saw a change to `kind` (one of WATCHED): the next round looks at it."""
+        self._look_at([kind])
+        self._wake.set()
+
+    def _look_at(self, kinds) -> None:
+        with self._changed_lock:
+            self._changed.update(kinds)
+
     def _wait_for_a_reason(self, began: float) -> None:
-        """Until a watch reports a change, the lease is due, or IDLE_ROUND has passed since the round `began`."""
+        """Until a watch reports a change, the lease is due, or IDLE_ROUND has passed since the round `began` (then
+        the round looks at every kind)."""
         due = min(self._last_lease + LEASE_RENEW_EVERY, began + IDLE_ROUND)
-        self._wake.wait(max(0.0, due - time.monotonic()))
+        if not self._wake.wait(max(0.0, due - time.monotonic())) and time.monotonic() >= began + IDLE_ROUND:
+            self._look_at(WATCHED)
         self._wake.clear()  # before the round: a change during it wakes the next
 
     def sync(self) -> None:
-        """One round. Each step's API errors are logged once and retried next round; OSError ends the round."""
-        for step in (self._heartbeat, self._sync_pods, self._sync_gateways, self._sync_services, self._sync_claims):
+        """One round: the lease, and the kinds a watch saw change. Each step's API errors are logged once and retried
+        next round; OSError ends the round (and the kinds it had not looked at are looked at next time)."""
+        with self._changed_lock:
+            changed, self._changed = self._changed, set()
+        steps = {PODS: self._sync_pods, GATEWAYS: self._sync_gateways, SERVICES: self._sync_services,
+                 CLAIMS: self._sync_claims}
+        todo = [(None, self._heartbeat)] + [(kind, step) for kind, step in steps.items() if kind in changed]
+        for index, (kind, step) in enumerate(todo):
             try:
                 step()
                 self._errors.pop(step.__name__, None)
+            except OSError:
+                self._look_at(kind for kind, _ in todo[index:] if kind)
+                raise
             except ApiError as error:
+                self._look_at([kind] if kind else [])  # retried next round
                 if error.status >= 500 or error.status == 429:  # an API server starting up or shutting down
                     log.debug("%s: %s: %s", self.cluster, step.__name__, error)
                 elif self._errors.get(step.__name__) != str(error):

@@ -75,6 +75,7 @@ class Measured:
     cpu: dict[str, float] = field(default_factory=dict)
     peak_rss: dict[str, int] = field(default_factory=dict)
     ok: bool = True
+    fleet_split: dict[str, float] = field(default_factory=dict)  # the fleet's CPU seconds by component
 
     harness_seconds: float | None = None  # the whole Automation API call, `stack output` and `stack history` after it
 
@@ -121,12 +122,16 @@ class ScaleRun:
                **kwargs) -> Run:
         """An engine run, measured; without the event stream (a user's `pulumi up` has none) unless a check reads it."""
         what = f"{what} {self.mode}".strip()
-        before = self.fleet_cpu()
+        before = self.fleet_cpu_split()
         env = {**self.mode_env, **(extra_env or {})}
         run = self.scenario.engine(what, op, env=env or None, events=events, **kwargs)
         measured = Measured.of(what, run)
-        measured.cpu[FLEET] = self.fleet_cpu() - before
+        after = self.fleet_cpu_split()
+        measured.fleet_split = {name: round(after[name] - before.get(name, 0.0), 1) for name in after}
+        measured.cpu[FLEET] = sum(measured.fleet_split.values())
         self.measured.append(measured)
+        self.report.note(f"{what}: the fleet's CPU s by component: " + ", ".join(
+            f"{name} {cpu:.0f}" for name, cpu in sorted(measured.fleet_split.items(), key=lambda item: -item[1])))
         if "skipped" in run.result:  # `modelplane up` (tests/e2e/engine.py): which clusters it left out, and why not others
             self.report.note(f"{what}: left out {run.result['skipped'] or 'no cluster'}, decided in "
                              f"{run.result.get('decide_seconds', 0):.1f} s; {run.result.get('notes') or ''}")
