@@ -59,13 +59,27 @@ def test_apiserver_flags_isolate_the_cluster_and_stay_on_loopback(tmp_path):
 
 def test_controllers_and_scheduler_do_not_serve_or_elect(tmp_path):
     files = cp.ClusterFiles(tmp_path)
-    for args in (cp.controller_manager_args(files), cp.scheduler_args(files)):
-        f = flags(args)
-        assert f["kubeconfig"] == str(files.kubeconfig)
-        assert f["leader-elect"] == "false" and f["secure-port"] == "0"
+    f = flags(cp.controller_manager_args(files))
+    assert f["kubeconfig"] == str(files.kubeconfig)
+    assert f["leader-elect"] == "false" and f["secure-port"] == "0"
+    f, config = flags(cp.scheduler_args(files)), cp.scheduler_config(files)
+    assert f["config"] == str(files.scheduler_config) and f["secure-port"] == "0"
+    assert config["clientConnection"]["kubeconfig"] == str(files.kubeconfig)
+    assert config["leaderElection"] == {"leaderElect": False}
     kcm = flags(cp.controller_manager_args(files))
     assert kcm["controllers"] == "*"  # includes resourceclaim-controller (DRA), namespace, GC, ...
     assert kcm["root-ca-file"] == str(files.ca_crt)
+
+
+def test_the_scheduler_packs_a_pools_pods(tmp_path):
+    """docs/placement.md: a pool that mixes device counts fills as planned only when the scheduler scores for packing."""
+    from e2e import kubelet as kl
+
+    (profile,) = cp.scheduler_config(cp.ClusterFiles(tmp_path))["profiles"]
+    (fit,) = [c for c in profile["pluginConfig"] if c["name"] == "NodeResourcesFit"]
+    assert fit["args"]["scoringStrategy"]["type"] == "MostAllocated"
+    # each pod's default scoring request (100m CPU) moves a pool node's score by at least a point of 100
+    assert 100 * 100 // (int(kl.POOL_NODE_CAPACITY["cpu"]) * 1000) >= 1
 
 
 def test_etcd_listens_on_loopback_only(tmp_path):
@@ -73,6 +87,13 @@ def test_etcd_listens_on_loopback_only(tmp_path):
     assert f["listen-client-urls"] == "http://127.0.0.1:1111"
     assert f["listen-peer-urls"] == "http://127.0.0.1:2222"
     assert f["initial-cluster"] == "e2e=http://127.0.0.1:2222"
+
+
+def test_the_shared_etcd_is_compacted_by_itself_not_by_every_api_server(tmp_path):
+    apiserver = flags(cp.apiserver_args("eu-1", cp.ClusterFiles(tmp_path), 7443, "http://127.0.0.1:2379"))
+    etcd = flags(cp.etcd_args("e2e", tmp_path, 1111, 2222))
+    assert apiserver["etcd-compaction-interval"] == "0"
+    assert (etcd["auto-compaction-mode"], etcd["auto-compaction-retention"]) == ("periodic", "5m")
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")

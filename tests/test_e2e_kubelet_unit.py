@@ -64,6 +64,13 @@ def test_demo_groups(demo):
     assert system == kl.NodeGroup(None, 1, {"modelplane.ai/pool": "system"}, (), (), None)
 
 
+def test_pool_nodes_have_a_capacity_the_scheduler_can_pack_and_the_system_node_room(demo):
+    kubelet = kl.FakeKubelet(None, "gpu-eu-west", kl.node_groups(demo, "gpu-eu-west"))
+    capacity = {name: kubelet._node_status(name)["status"]["allocatable"]["cpu"] for name in kubelet.node_pool}
+    assert {cpu for name, cpu in capacity.items() if kubelet.node_pool[name] is None} == {kl.NODE_CAPACITY["cpu"]}
+    assert {cpu for name, cpu in capacity.items() if kubelet.node_pool[name]} == {kl.POOL_NODE_CAPACITY["cpu"]}
+
+
 def test_front_door_cluster_has_only_the_system_node(demo):
     assert [g.pool for g in kl.node_groups(demo, "control")] == [None]
 
@@ -393,22 +400,23 @@ def test_a_watch_reports_each_event_and_starts_again_when_the_server_ends_it(wat
     api, state = watch_server
     stop, events = threading.Event(), []
 
-    def on_event():
-        events.append(1)
+    def on_event(event):
+        events.append(event)
         if len(events) == 5:
             stop.set()
 
     api.watch("/api/v1/pods", on_event, stop, retry=0.01)
     assert len(events) == 5 and len(state["requests"]) == 3  # 2 + 2 + 1: two watches ended by the server, a third
+    assert [e["object"]["metadata"]["name"] for e in events] == ["p0", "p1", "p0", "p1", "p0"]
     path, accept = state["requests"][0]
-    assert path.startswith("/api/v1/pods?watch=1&timeoutSeconds=") and "as=PartialObjectMetadata;" in accept
+    assert path.startswith("/api/v1/pods?watch=1&timeoutSeconds=") and accept == "application/json"  # whole objects
 
 
 def test_a_failing_watch_is_retried_and_a_blocked_one_ends_when_closed(watch_server):
     api, state = watch_server
     state["status"] = 404  # a kind not served yet
     stop, events = threading.Event(), []
-    watcher = threading.Thread(target=api.watch, args=("/apis/x/v1/things", lambda: events.append(1), stop),
+    watcher = threading.Thread(target=api.watch, args=("/apis/x/v1/things", events.append, stop),
                                kwargs={"retry": 0.05}, daemon=True)
     watcher.start()
     deadline = time.monotonic() + 5
@@ -418,7 +426,7 @@ def test_a_failing_watch_is_retried_and_a_blocked_one_ends_when_closed(watch_ser
     state.update(status=200, events=1, hold=True)
     while not events and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert events == [1]  # then blocked on the open stream
+    assert [e["type"] for e in events] == ["ADDED"]  # then blocked on the open stream
     stop.set()
     api.close_watches()
     watcher.join(timeout=2)
@@ -439,61 +447,115 @@ def test_the_kubelet_looks_again_when_woken_or_when_idle_for_long(monkeypatch):
 
 
 class ListingApi(RecordingApi):
-    """RecordingApi that also records each list path, and can fail one kind's list once."""
+    """RecordingApi that also records each list path, and can fail a status patch once."""
 
-    def __init__(self, objects, fail: dict[str, Exception] | None = None):
+    def __init__(self, objects):
         super().__init__(objects)
-        self.listed, self.fail = [], dict(fail or {})
+        self.listed = []
+        self.fail_patch: Exception | None = None  # the next merge_patch raises it
+
+    def merge_patch(self, path, patch):
+        if self.fail_patch is not None:
+            error, self.fail_patch = self.fail_patch, None
+            raise error
+        super().merge_patch(path, patch)
 
     def list(self, path, **kwargs):
         self.listed.append(path)
-        if path in self.fail:
-            raise self.fail.pop(path)
         return super().list(path, **kwargs)
 
 
 def _round(kubelet: kl.FakeKubelet) -> set[str]:
+    """The kinds one round listed."""
     kubelet.api.listed.clear()
     kubelet.sync()
     return set(kubelet.api.listed)
 
 
-def test_a_round_looks_only_at_the_kinds_a_watch_saw_change():
-    kubelet = kl.FakeKubelet(ListingApi({}), "c", [])
-    kubelet._last_lease = kubelet._last_status = time.monotonic()  # nothing due
-    assert _round(kubelet) == set(kl.WATCHED)  # the first round looks at everything
-    assert _round(kubelet) == set()  # nothing changed since
-    kubelet._look_again(kl.PODS)
-    kubelet._look_again(kl.GATEWAYS)
-    assert _round(kubelet) == {kl.PODS, kl.GATEWAYS} and kubelet._wake.is_set()
+def _settled(api: ListingApi) -> kl.FakeKubelet:
+    """A kubelet past its first round (which lists every kind), with no lease or status due."""
+    kubelet = kl.FakeKubelet(api, "c", [kl.NodeGroup("p", 1, {}, (), (), None)])
+    kubelet._last_lease = kubelet._last_status = time.monotonic()
+    assert _round(kubelet) == set(kl.WATCHED)
+    api.calls.clear()
+    return kubelet
+
+
+LOAD_BALANCER = {"metadata": {"name": "s", "namespace": "ns", "uid": "s1"}, "spec": {"type": "LoadBalancer"}}
+
+
+def test_a_round_acts_on_what_the_watches_reported_without_listing():
+    api = ListingApi({})
+    kubelet = _settled(api)
+    assert _round(kubelet) == set() and api.calls == []  # nothing changed since
+    pod = _pod("ReplicaSet")
+    pod["spec"]["nodeName"] = "p-0"
+    kubelet._on_event(kl.PODS, {"type": "ADDED", "object": {**pod, "status": {}}})
+    kubelet._on_event(kl.PODS, {"type": "MODIFIED", "object": pod})  # the latest state of each object counts
+    kubelet._on_event(kl.SERVICES, {"type": "ADDED", "object": LOAD_BALANCER})
+    kubelet._on_event(kl.GATEWAYS, {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}})
+    assert kubelet._wake.is_set()
     assert _round(kubelet) == set()
+    assert [c[1] for c in api.calls] == ["/api/v1/namespaces/ns/pods/p/status",
+                                         "/api/v1/namespaces/ns/services/s/status"]
+    address = api.calls[0][2]["status"]["podIP"]
+    assert _round(kubelet) == set() and len(api.calls) == 2  # each change is acted on once
+    kubelet._on_event(kl.PODS, {"type": "DELETED", "object": pod})
+    _round(kubelet)
+    assert "u1" not in kubelet._pod_ips and len(api.calls) == 2  # a pod gone: its address is free again
+    kubelet._on_event(kl.PODS, {"type": "MODIFIED", "object": pod})
+    _round(kubelet)
+    assert api.calls[-1][2]["status"]["podIP"] != address
+
+
+def test_a_deleted_pod_is_confirmed_once_from_its_watch_event():
+    api = ListingApi({})
+    kubelet = _settled(api)
+    pod = _pod("ReplicaSet")
+    pod["spec"]["nodeName"] = "p-0"
+    pod["status"] = {"phase": "Running"}
+    pod["metadata"]["deletionTimestamp"] = "T"
+    for _ in range(2):
+        kubelet._on_event(kl.PODS, {"type": "MODIFIED", "object": pod})
+        _round(kubelet)
+    assert [c[0] for c in api.calls] == ["delete"]  # the fake has no pod to stop: only the deletion is confirmed
+    assert api.calls[0][2] == {"gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}}
 
 
 @pytest.mark.parametrize("error, raised", [(ApiError(503, "ServiceUnavailable", "starting"), False),
                                            (ConnectionRefusedError("stopped"), True)])
-def test_a_kind_whose_look_failed_is_looked_at_again(error, raised):
-    kubelet = kl.FakeKubelet(ListingApi({}, fail={kl.SERVICES: error}), "c", [])
-    kubelet._last_lease = kubelet._last_status = time.monotonic()
-    if raised:  # the API server went away: the round ends, and what it had not looked at waits for the next
+def test_a_kind_whose_step_failed_is_listed_in_full_next_round(error, raised):
+    api = ListingApi({kl.SERVICES: [LOAD_BALANCER]})
+    kubelet = _settled(api)
+    api.fail_patch = error
+    kubelet._on_event(kl.SERVICES, {"type": "ADDED", "object": LOAD_BALANCER})
+    kubelet._on_event(kl.CLAIMS, {"type": "ADDED", "object": {"metadata": {"name": "c", "uid": "c1"}, "spec": {},
+                                                              "status": {"phase": "Bound"}}})
+    if raised:  # the API server went away: the round ends, and what it had not reached waits for the next
         with pytest.raises(OSError):
             kubelet.sync()
     else:
         kubelet.sync()
-    assert kl.SERVICES in kubelet._changed
-    assert _round(kubelet) >= {kl.SERVICES}
+    assert _round(kubelet) == ({kl.SERVICES, kl.CLAIMS} if raised else {kl.SERVICES})
+    assert not kubelet._list_in_full
+    assert api.calls[-1][1] == "/api/v1/namespaces/ns/services/s/status"  # the list found it still to do
 
 
-def test_an_idle_round_looks_at_every_kind_and_a_woken_one_only_at_what_changed(monkeypatch):
-    kubelet = kl.FakeKubelet(ListingApi({}), "c", [])
-    kubelet._last_lease = kubelet._last_status = time.monotonic()
-    _round(kubelet)
+def test_an_error_event_has_its_kind_listed_in_full():
+    kubelet = _settled(ListingApi({}))
+    kubelet._on_event(kl.GATEWAYS, {"type": "ERROR", "object": {"kind": "Status", "code": 410}})
+    assert _round(kubelet) == {kl.GATEWAYS}
+
+
+def test_an_idle_round_lists_every_kind_and_a_woken_one_nothing(monkeypatch):
+    kubelet = _settled(ListingApi({}))
     monkeypatch.setattr(kl, "IDLE_ROUND", 0.2)
     kubelet._wait_for_a_reason(time.monotonic())
     assert _round(kubelet) == set(kl.WATCHED)
     monkeypatch.setattr(kl, "IDLE_ROUND", 30.0)
-    kubelet._look_again(kl.CLAIMS)
+    kubelet._on_event(kl.SERVICES, {"type": "ADDED", "object": LOAD_BALANCER})
     kubelet._wait_for_a_reason(time.monotonic())
-    assert _round(kubelet) == {kl.CLAIMS}
+    assert _round(kubelet) == set()
 
 
 def test_leases_are_renewed_well_within_the_controller_managers_grace_period():

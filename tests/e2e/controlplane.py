@@ -129,6 +129,10 @@ def etcd_args(name: str, data_dir: Path, client_port: int, peer_port: int) -> li
         "--initial-cluster-state=new",
         "--unsafe-no-fsync=true",  # throw-away data: no fsync, as envtest does (much faster on shared disks)
         "--snapshot-count=5000",  # fewer raft entries kept in memory between snapshots
+        # etcd compacts its history itself, once every 5 minutes, as the API server would ask it to: each of the
+        # fleet's API servers asking (`--etcd-compaction-interval`) would compact the one shared etcd 21 times as often
+        "--auto-compaction-mode=periodic",
+        "--auto-compaction-retention=5m",
         "--log-level=warn",
     ]
 
@@ -168,6 +172,10 @@ class ClusterFiles:
         return self.root / "tokens.csv"
 
     @property
+    def scheduler_config(self) -> Path:
+        return self.root / "scheduler.yaml"
+
+    @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
 
@@ -193,6 +201,11 @@ def apiserver_args(cluster: str, files: ClusterFiles, port: int, etcd_url: str) 
         f"--service-account-key-file={files.sa_pub}",
         f"--service-account-signing-key-file={files.sa_key}",
         # ServiceAccount admission stays on (unlike envtest): the controller-manager creates `default` SAs here.
+        # Metrics nobody reads here, polled from the shared etcd by every API server: a count of each kind's objects
+        # every minute (a tenth of an idle API server's CPU) and the database's size every 30 s.
+        "--etcd-count-metric-poll-period=0",
+        "--etcd-db-metric-poll-interval=0",
+        "--etcd-compaction-interval=0",  # the shared etcd compacts itself (etcd_args)
         # MODELPLANE_E2E_PROFILING=1: /debug/pprof on every API server, to see where a fleet's CPU goes (docs/e2e.md)
         f"--profiling={'true' if os.environ.get('MODELPLANE_E2E_PROFILING') == '1' else 'false'}",
         "--v=1",
@@ -223,17 +236,33 @@ def controller_manager_args(files: ClusterFiles) -> list[str]:
     ]
 
 
+def scheduler_config(files: ClusterFiles) -> dict:
+    """The kube-scheduler's configuration: the default profile (with the DynamicResources plugin: DRA is GA and on by
+    default in 1.34), scoring nodes for packing.
+
+    A pool whose replicas mix device counts fills only as planned when the cluster's scheduler packs
+    (docs/placement.md, "Packing"). Left to its default (LeastAllocated on CPU and memory, which the pods here do
+    not request), kube-scheduler chose among a pool's nodes at random, and at 20 x 100 a pool of two 8-device nodes,
+    planned full, was left with one free device on each and a 2-device pod Pending. MostAllocated puts each pod on
+    the pool's node with the most pods that still has room (the stand-in kubelet gives pool nodes a capacity small
+    enough for each pod's default request to count: kubelet.POOL_NODE_CAPACITY)."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(files.kubeconfig), "qps": 100, "burst": 200},
+        "leaderElection": {"leaderElect": False},
+        "enableProfiling": False,
+        "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [{
+            "name": "NodeResourcesFit",
+            "args": {"scoringStrategy": {"type": "MostAllocated",
+                                         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}},
+        }]}],
+    }
+
+
 def scheduler_args(files: ClusterFiles) -> list[str]:
-    # The default profile includes the DynamicResources plugin (DRA is GA and on by default in 1.34).
-    return [
-        f"--kubeconfig={files.kubeconfig}",
-        "--leader-elect=false",
-        "--secure-port=0",
-        "--kube-api-qps=100",
-        "--kube-api-burst=200",
-        "--profiling=false",
-        "--v=1",
-    ]
+    """With `files.scheduler_config` written from `scheduler_config(files)`."""
+    return [f"--config={files.scheduler_config}", "--secure-port=0", "--v=1"]
 
 
 def feature_gates_flag(gates: Mapping[str, bool] | None) -> list[str]:
@@ -521,6 +550,7 @@ class LocalFleet:
             kubeconfig = kubeconfig_text(name, server, token)
             files.tokens.write_text(token_auth_line(token))
             files.kubeconfig.write_text(kubeconfig)
+            files.scheduler_config.write_text(json.dumps(scheduler_config(files), indent=2))  # JSON is YAML
             for f in (files.tokens, files.kubeconfig, files.ca_key, files.sa_key, files.serving_key):
                 f.chmod(0o600)
             log = lambda component: self.logs / f"{name}-{component}.log"  # noqa: E731

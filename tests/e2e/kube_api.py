@@ -3,7 +3,7 @@
 The local API servers use self-signed certificates and bearer tokens, so TLS verification is off.
 Connection failures (a cluster stopped on purpose) surface as OSError; HTTP errors as ApiError.
 Each thread keeps one connection open (http.client): a TLS handshake per request costs the API server
-5x the CPU of the request itself. `watch` tells a fake kubelet when to look again.
+5x the CPU of the request itself. `watch` hands a fake kubelet each change as it happens.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from collections.abc import Callable
 import yaml
 
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a watch's objects, metadata only
 
 
 class ApiError(Exception):
@@ -118,16 +117,17 @@ class KubeApi:
         raw = self._send("GET", path, None, "", params or None, self.timeout, accept)
         return (json.loads(raw) if raw else {}).get("items") or []
 
-    def watch(self, path: str, on_event: Callable[[], None], stop: threading.Event, *, retry: float = 1.0,
+    def watch(self, path: str, on_event: Callable[[dict], None], stop: threading.Event, *, retry: float = 1.0,
               timeout_seconds: int = 300) -> None:
-        """Call `on_event()` for each event of a watch on the collection `path` (metadata only), until `stop` is set.
+        """Call `on_event(event)` for each event (`{"type": ..., "object": ...}`, the object in full) of a watch on
+        the collection `path`, until `stop` is set.
 
         A watch the server ends is started again; one that fails (a stopped API server, a kind not served yet) is
-        retried every `retry` seconds. A new watch first lists what exists as events, so `on_event` also says
-        "look again" after any gap. `close_watches()` from another thread ends a blocked read at once.
+        retried every `retry` seconds. A new watch first lists what exists as ADDED events, so `on_event` sees the
+        whole collection again after any gap. `close_watches()` from another thread ends a blocked read at once.
         """
         target = f"{path}?{urllib.parse.urlencode({'watch': 1, 'timeoutSeconds': timeout_seconds})}"
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": METADATA}
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         while not stop.is_set():
             connection = self._connect(timeout_seconds + 30)
             with self._watch_lock:
@@ -137,8 +137,8 @@ class KubeApi:
                 response = connection.getresponse()
                 if response.status >= 400:
                     raise _api_error(response.status, response.reason, response.read(), "GET", path)
-                while not stop.is_set() and response.readline():
-                    on_event()
+                while not stop.is_set() and (line := response.readline()):
+                    on_event(json.loads(line))
                 continue
             except (OSError, http.client.HTTPException, ApiError, ValueError, AttributeError):
                 pass  # ValueError, AttributeError: a read on a connection close_watches() shut

@@ -4,7 +4,8 @@ Per cluster it registers the nodes modelplane's scheduler counts on (one group p
 devices of the pool's InferenceClass published as DRA ResourceSlices, plus one untainted system node), and then,
 from one daemon thread, plays the parts nothing else plays on loopback: it renews node leases, reports bound pods
 Running and Ready (Job pods Succeeded), confirms pod deletions, gives Gateways and LoadBalancer Services an address
-and binds Pending PersistentVolumeClaims to hostPath volumes. Plain list calls each round, no watches.
+and binds Pending PersistentVolumeClaims to hostPath volumes. Like a real kubelet it acts on what its watches
+report changed, and lists in full only on start, after a failed step, and when idle for a while.
 """
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 
 FIELD_MANAGER = "fake-kubelet"
 KUBELET_VERSION = "v1.34.3"
-NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}  # the system node
+# A pool node: small enough that each pod's default request for scoring (100m CPU, 200 MiB: the pods here request
+# none) moves the node's MostAllocated score by a point, so kube-scheduler packs a pool's pods (controlplane.
+# scheduler_config); at 64 CPUs eight pods scored as none.
+POOL_NODE_CAPACITY = {"cpu": "8", "memory": "16Gi", "pods": "110", "ephemeral-storage": "1Ti"}
 # A real kubelet renews its node's lease every 10 s (a quarter of its 40 s duration) and reports an unchanged node
 # status every 5 minutes. Here one process plays every node of the fleet on the operator's 2 cores: 283 nodes at
 # 10 x 50 renewing every 10 s were a third of the idle fleet's CPU, which every operation's wall time pays (issue 27,
@@ -42,11 +47,12 @@ LEASE_SECONDS = 120
 LEASE_RENEW_EVERY = 30.0  # seconds
 NODE_STATUS_EVERY = 300.0  # seconds, as the real kubelet's nodeStatusReportFrequency
 # A round runs when a watch reports a change (at most once per `interval`), when the lease is due, and at the latest
-# this long after the last, in case a watch missed something. A round looks only at the kinds whose watch reported a
-# change since the last (all of them when idle for this long): every kind every second during an `up` was most of
-# the fleet's API requests.
+# this long after the last. A round acts on the objects the watches reported changed since the last; it lists a kind
+# in full only on the first round, after a step on that kind failed, and when idle for this long (in case a watch
+# missed something). Listing every changed kind every second, in every cluster, made the fleet's work during an `up`
+# grow with clusters x seconds rather than with the objects applied (issue 27, docs/e2e.md).
 IDLE_ROUND = 30.0
-# What a round looks at; a change to any of them is a reason to look again at that kind.
+# What the kubelet watches and acts on.
 PODS, SERVICES, CLAIMS, GATEWAYS = WATCHED = (
     "/api/v1/pods", "/api/v1/services", "/api/v1/persistentvolumeclaims", "/apis/gateway.networking.k8s.io/v1/gateways")
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
@@ -287,8 +293,10 @@ class FakeKubelet:
         self._unreachable = False
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by a watch: something changed
-        self._changed: set[str] = set(WATCHED)  # the WATCHED kinds to look at in the next round
-        self._changed_lock = threading.Lock()  # the watch threads add to `_changed`, the round takes it
+        self._list_in_full: set[str] = set(WATCHED)  # the WATCHED kinds the next round lists in full
+        # kind -> uid -> the latest (event type, object) a watch reported since the last round
+        self._changes: dict[str, dict[str, tuple[str, dict]]] = {kind: {} for kind in WATCHED}
+        self._changes_lock = threading.Lock()  # the watch threads add to `_changes`, the round takes them
         self._thread: threading.Thread | None = None
         self._watchers: list[threading.Thread] = []
         self.rounds = 0
@@ -301,7 +309,7 @@ class FakeKubelet:
         self._stop.clear()  # startable again after stop()
         self._thread = threading.Thread(target=self._run, name=f"fake-kubelet-{self.cluster}", daemon=True)
         self._thread.start()
-        self._watchers = [threading.Thread(target=self.api.watch, args=(path, partial(self._look_again, path),
+        self._watchers = [threading.Thread(target=self.api.watch, args=(path, partial(self._on_event, path),
                                                                         self._stop),
                                            name=f"fake-kubelet-{self.cluster}-watch", daemon=True) for path in WATCHED]
         for watcher in self._watchers:
@@ -362,45 +370,68 @@ class FakeKubelet:
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
             self._wait_for_a_reason(began)
 
-    def _look_again(self, kind: str) -> None:
-        """A watch saw a change to `kind` (one of WATCHED): the next round looks at it."""
-        self._look_at([kind])
+    def _on_event(self, kind: str, event: dict) -> None:
+        """A watch on `kind` (one of WATCHED) reported an event: the next round acts on the object's latest state (an
+        ERROR event, e.g. the watch's resource version expired, has the kind listed in full)."""
+        obj = event.get("object") or {}
+        uid = (obj.get("metadata") or {}).get("uid")
+        if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and uid:
+            with self._changes_lock:
+                self._changes[kind][uid] = (event["type"], obj)
+        elif event.get("type") != "BOOKMARK":
+            self._list_again([kind])
         self._wake.set()
 
-    def _look_at(self, kinds) -> None:
-        with self._changed_lock:
-            self._changed.update(kinds)
+    def _list_again(self, kinds) -> None:
+        with self._changes_lock:
+            self._list_in_full.update(kinds)
 
     def _wait_for_a_reason(self, began: float) -> None:
         """Until a watch reports a change, the lease is due, or IDLE_ROUND has passed since the round `began` (then
-        the round looks at every kind)."""
+        the round lists every kind in full)."""
         due = min(self._last_lease + LEASE_RENEW_EVERY, began + IDLE_ROUND)
         if not self._wake.wait(max(0.0, due - time.monotonic())) and time.monotonic() >= began + IDLE_ROUND:
-            self._look_at(WATCHED)
+            self._list_again(WATCHED)
         self._wake.clear()  # before the round: a change during it wakes the next
 
     def sync(self) -> None:
-        """One round: the lease, and the kinds a watch saw change. Each step's API errors are logged once and retried
-        next round; OSError ends the round (and the kinds it had not looked at are looked at next time)."""
-        with self._changed_lock:
-            changed, self._changed = self._changed, set()
-        steps = {PODS: self._sync_pods, GATEWAYS: self._sync_gateways, SERVICES: self._sync_services,
-                 CLAIMS: self._sync_claims}
-        todo = [(None, self._heartbeat)] + [(kind, step) for kind, step in steps.items() if kind in changed]
+        """One round: the lease, then each kind: listed in full, or only the objects a watch reported changed. A
+        step's API errors are logged once and its kind is listed in full next round; OSError ends the round (and the
+        kinds it had not reached are listed in full next time)."""
+        with self._changes_lock:
+            in_full, self._list_in_full = self._list_in_full, set()
+            changes, self._changes = self._changes, {kind: {} for kind in WATCHED}
+        sync_all = {PODS: self._sync_pods, GATEWAYS: self._sync_gateways, SERVICES: self._sync_services,
+                    CLAIMS: self._sync_claims}
+        todo: list[tuple[str | None, Any]] = [(None, self._heartbeat)]
+        for kind in WATCHED:  # a full list supersedes the changes reported before it
+            if kind in in_full:
+                todo.append((kind, sync_all[kind]))
+            elif changes[kind]:
+                todo.append((kind, partial(self._act_on_changes, kind, changes[kind].values())))
         for index, (kind, step) in enumerate(todo):
+            name = kind or "heartbeat"
             try:
                 step()
-                self._errors.pop(step.__name__, None)
+                self._errors.pop(name, None)
             except OSError:
-                self._look_at(kind for kind, _ in todo[index:] if kind)
+                self._list_again(kind for kind, _ in todo[index:] if kind)
                 raise
             except ApiError as error:
-                self._look_at([kind] if kind else [])  # retried next round
+                self._list_again([kind] if kind else [])  # retried next round
                 if error.status >= 500 or error.status == 429:  # an API server starting up or shutting down
-                    log.debug("%s: %s: %s", self.cluster, step.__name__, error)
-                elif self._errors.get(step.__name__) != str(error):
-                    log.warning("%s: %s: %s", self.cluster, step.__name__, error)
-                self._errors[step.__name__] = str(error)
+                    log.debug("%s: %s: %s", self.cluster, name, error)
+                elif self._errors.get(name) != str(error):
+                    log.warning("%s: %s: %s", self.cluster, name, error)
+                self._errors[name] = str(error)
+
+    def _act_on_changes(self, kind: str, changes) -> None:
+        act = {PODS: self._pod, GATEWAYS: self._gateway, SERVICES: self._service, CLAIMS: self._claim}[kind]
+        for event_type, obj in changes:
+            if event_type != "DELETED":
+                act(obj)
+            elif kind == PODS:
+                self._forget_pod(obj["metadata"]["uid"])
 
     # --- objects --------------------------------------------------------------------------------------------------
 
@@ -412,13 +443,14 @@ class FakeKubelet:
 
     def _node_status(self, name: str) -> dict:
         now = _now()
+        capacity = NODE_CAPACITY if self._node_group[name].pool is None else POOL_NODE_CAPACITY
 
         def condition(kind: str, status: str, reason: str) -> dict:
             return {"type": kind, "status": status, "reason": reason, "message": "fake kubelet",
                     "lastHeartbeatTime": now, "lastTransitionTime": self._registered_at}
 
         return {"status": {
-            "capacity": dict(NODE_CAPACITY), "allocatable": dict(NODE_CAPACITY),
+            "capacity": dict(capacity), "allocatable": dict(capacity),
             "conditions": [condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
                            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
                            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
@@ -460,33 +492,50 @@ class FakeKubelet:
             self._last_status = now
 
     def _sync_pods(self) -> None:
-        """Bound Pending pods in full (few), every pod's metadata only: a replica pod can be tens of kB, every second."""
+        """Bound Pending pods in full (few), every pod's metadata only: a replica pod can be tens of kB."""
         for pod in self.api.list("/api/v1/pods", field_selector="status.phase=Pending,spec.nodeName!="):
-            meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
-            node = spec.get("nodeName")
-            if node not in self.node_pool or meta.get("deletionTimestamp"):
-                continue
-            host_ip = self.node_ip[node]
-            pod_ip = host_ip if spec.get("hostNetwork") else status.get("podIP") or self._pod_ip(meta["uid"])
-            self.api.merge_patch(object_path("v1", "pods", meta["namespace"], meta["name"]) + "/status",
-                                 {"status": pod_status(pod, host_ip, pod_ip, _now())})
+            self._start(pod)
         present = set()
         for meta in (item["metadata"] for item in self.api.list("/api/v1/pods", metadata_only=True)):
-            uid = meta["uid"]
-            present.add(uid)
-            # An unbound pod is deleted at once by the API server, so a lingering one is on a node, all of which
-            # are ours: the kubelet confirms a deletion once its containers stopped.
-            if meta.get("deletionTimestamp") and uid not in self._deleted:
-                try:
-                    self._terminate(meta)
-                    self.api.delete(object_path("v1", "pods", meta["namespace"], meta["name"]),
-                                    {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
-                except ApiError as error:
-                    if error.status != 409:  # 409: a new pod of the same name (the precondition held)
-                        raise
-                self._deleted.add(uid)
+            present.add(meta["uid"])
+            self._confirm_deletion(meta)
         self._deleted &= present
         self._pod_ips = {uid: ip for uid, ip in self._pod_ips.items() if uid in present}
+
+    def _pod(self, pod: dict) -> None:
+        if (pod.get("status") or {}).get("phase") == "Pending" and pod["spec"].get("nodeName"):
+            self._start(pod)
+        self._confirm_deletion(pod["metadata"])
+
+    def _start(self, pod: dict) -> None:
+        """A bound Pending pod on one of our nodes: Running and Ready (a Job's pod: Succeeded)."""
+        meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+        node = spec.get("nodeName")
+        if node not in self.node_pool or meta.get("deletionTimestamp"):
+            return
+        host_ip = self.node_ip[node]
+        pod_ip = host_ip if spec.get("hostNetwork") else status.get("podIP") or self._pod_ip(meta["uid"])
+        self.api.merge_patch(object_path("v1", "pods", meta["namespace"], meta["name"]) + "/status",
+                             {"status": pod_status(pod, host_ip, pod_ip, _now())})
+
+    def _confirm_deletion(self, meta: dict) -> None:
+        # An unbound pod is deleted at once by the API server, so a lingering one is on a node, all of which are
+        # ours: the kubelet confirms a deletion once its containers stopped.
+        uid = meta["uid"]
+        if not meta.get("deletionTimestamp") or uid in self._deleted:
+            return
+        try:
+            self._terminate(meta)
+            self.api.delete(object_path("v1", "pods", meta["namespace"], meta["name"]),
+                            {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        except ApiError as error:
+            if error.status != 409:  # 409: a new pod of the same name (the precondition held)
+                raise
+        self._deleted.add(uid)
+
+    def _forget_pod(self, uid: str) -> None:
+        self._deleted.discard(uid)
+        self._pod_ips.pop(uid, None)
 
     def _terminate(self, meta: dict) -> None:
         """What the kubelet reports once a deleted pod's containers stopped: a terminal phase.
@@ -529,33 +578,42 @@ class FakeKubelet:
 
     def _sync_gateways(self) -> None:
         for gateway in self._list_optional("/apis/gateway.networking.k8s.io/v1/gateways"):
-            if not gateway_needs_status(gateway):
-                continue
-            meta = gateway["metadata"]
-            address = stable_address("198.18", f"{self.cluster}/{meta['namespace']}/{meta['name']}")
-            path = object_path("gateway.networking.k8s.io/v1", "gateways", meta["namespace"], meta["name"])
-            self.api.merge_patch(path + "/status", {"status": gateway_status(gateway, address, _now())})
+            self._gateway(gateway)
+
+    def _gateway(self, gateway: dict) -> None:
+        if not gateway_needs_status(gateway):
+            return
+        meta = gateway["metadata"]
+        address = stable_address("198.18", f"{self.cluster}/{meta['namespace']}/{meta['name']}")
+        path = object_path("gateway.networking.k8s.io/v1", "gateways", meta["namespace"], meta["name"])
+        self.api.merge_patch(path + "/status", {"status": gateway_status(gateway, address, _now())})
 
     def _sync_services(self) -> None:
         for service in self.api.list("/api/v1/services"):
-            if (service["spec"].get("type") != "LoadBalancer"
-                    or ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")):
-                continue
-            meta = service["metadata"]
-            address = stable_address("198.19", f"{self.cluster}/{meta['namespace']}/{meta['name']}")
-            self.api.merge_patch(object_path("v1", "services", meta["namespace"], meta["name"]) + "/status",
-                                 {"status": {"loadBalancer": {"ingress": [{"ip": address}]}}})
+            self._service(service)
+
+    def _service(self, service: dict) -> None:
+        if (service["spec"].get("type") != "LoadBalancer"
+                or ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")):
+            return
+        meta = service["metadata"]
+        address = stable_address("198.19", f"{self.cluster}/{meta['namespace']}/{meta['name']}")
+        self.api.merge_patch(object_path("v1", "services", meta["namespace"], meta["name"]) + "/status",
+                             {"status": {"loadBalancer": {"ingress": [{"ip": address}]}}})
 
     def _sync_claims(self) -> None:
         for claim in self.api.list("/api/v1/persistentvolumeclaims"):
-            if ((claim.get("status") or {}).get("phase") != "Pending" or claim["spec"].get("volumeName")
-                    or claim["metadata"].get("deletionTimestamp")):
-                continue
-            try:
-                self.api.create("/api/v1/persistentvolumes", volume_for(claim))
-            except ApiError as error:
-                if error.status != 409:  # made in an earlier round; the PV controller binds it
-                    raise
+            self._claim(claim)
+
+    def _claim(self, claim: dict) -> None:
+        if ((claim.get("status") or {}).get("phase") != "Pending" or claim["spec"].get("volumeName")
+                or claim["metadata"].get("deletionTimestamp")):
+            return
+        try:
+            self.api.create("/api/v1/persistentvolumes", volume_for(claim))
+        except ApiError as error:
+            if error.status != 409:  # made in an earlier round; the PV controller binds it
+                raise
 
     def _delete_released_volumes(self) -> None:
         for volume in self.api.list("/api/v1/persistentvolumes", label_selector=f"{FAKE_PV_LABEL}=true"):

@@ -96,47 +96,46 @@ class MemorySampler(threading.Thread):
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 ENGINE = "engine (pulumi)"  # what the samples call the Pulumi CLI's process
 
 
 def _group_members(group: int) -> list[str]:
     """`name pid` of every process in process group `group`."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
-            if int(rest[2]) == group:  # pgrp
-                out.append(f"{name} {entry}")
-    return out
+    return [f"{name} {pid}" for pid, name, fields in _every_process() if int(fields[2]) == group]  # pgrp
 
 
-def _cpu_seconds(pid: str) -> float:
+def _stat(pid: str) -> tuple[str, list[str]] | None:
+    """A process's name and the fields of /proc/<pid>/stat after it (from `state`, field 3 of proc(5)); None once it
+    has ended. One short line per process: cheap enough to read for every process every 0.2 s."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return 0.0
-    fields = stat.rsplit(")", 1)[1].split()  # after the name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+        return None
+    return stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()  # the name may hold spaces
+
+
+def _every_process():
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(entry)) is not None:
+            yield entry, *stat
+
+
+def _cpu_seconds(pid: str) -> float:
+    stat = _stat(pid)
+    return 0.0 if stat is None else (int(stat[1][11]) + int(stat[1][12])) / TICKS  # utime, stime
 
 
 def _descendants(root: int) -> list[tuple[int, str, int, float]]:
+    """(pid, name, RSS bytes, CPU seconds) of `root` and its descendants.
+
+    It runs every 0.2 s during an operation, over every process of the machine (the local fleet's 60 and more too),
+    so it reads only each one's `stat` line: 1.9 ms a sample with 67 processes, 3.8 ms when it parsed each `status`
+    as well."""
     children: dict[int, list[int]] = {}
     info: dict[int, tuple[str, int, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        pid, ppid = int(entry), int(fields.get("PPid", "0").strip() or 0)
-        rss = int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
-        name = fields.get("Name", "?").strip()
+    for entry, name, fields in _every_process():
+        pid, ppid = int(entry), int(fields[1])
         if name.startswith("python"):  # the program's process (Automation API host)
             name = "program (python)"
         elif name.startswith("pulumi-resource"):  # /proc truncates names to 15 characters
@@ -144,7 +143,8 @@ def _descendants(root: int) -> list[tuple[int, str, int, float]]:
         elif name == "pulumi":
             name = ENGINE
         children.setdefault(ppid, []).append(pid)
-        info[pid] = (name, rss, _cpu_seconds(entry))
+        # utime and stime in clock ticks, rss in pages: fields 14, 15 and 24 of proc(5)
+        info[pid] = (name, int(fields[21]) * PAGE_SIZE, (int(fields[11]) + int(fields[12])) / TICKS)
     out, stack = [(root, *info[root])] if root in info else [], [root]
     while stack:
         for child in children.get(stack.pop(), []):
