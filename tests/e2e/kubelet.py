@@ -297,6 +297,9 @@ class FakeKubelet:
         # kind -> uid -> the latest (event type, object) a watch reported since the last round
         self._changes: dict[str, dict[str, tuple[str, dict]]] = {kind: {} for kind in WATCHED}
         self._changes_lock = threading.Lock()  # the watch threads add to `_changes`, the round takes them
+        # per WATCHED kind: the step that lists it in full, and the one that acts on one changed object
+        self._steps = {PODS: (self._sync_pods, self._pod), SERVICES: (self._sync_services, self._service),
+                       CLAIMS: (self._sync_claims, self._claim), GATEWAYS: (self._sync_gateways, self._gateway)}
         self._thread: threading.Thread | None = None
         self._watchers: list[threading.Thread] = []
         self.rounds = 0
@@ -401,14 +404,13 @@ class FakeKubelet:
         with self._changes_lock:
             in_full, self._list_in_full = self._list_in_full, set()
             changes, self._changes = self._changes, {kind: {} for kind in WATCHED}
-        sync_all = {PODS: self._sync_pods, GATEWAYS: self._sync_gateways, SERVICES: self._sync_services,
-                    CLAIMS: self._sync_claims}
         todo: list[tuple[str | None, Any]] = [(None, self._heartbeat)]
         for kind in WATCHED:  # a full list supersedes the changes reported before it
+            sync_all, act = self._steps[kind]
             if kind in in_full:
-                todo.append((kind, sync_all[kind]))
+                todo.append((kind, sync_all))
             elif changes[kind]:
-                todo.append((kind, partial(self._act_on_changes, kind, changes[kind].values())))
+                todo.append((kind, partial(self._act_on_changes, act, changes[kind].values())))
         for index, (kind, step) in enumerate(todo):
             name = kind or "heartbeat"
             try:
@@ -425,12 +427,11 @@ class FakeKubelet:
                     log.warning("%s: %s: %s", self.cluster, name, error)
                 self._errors[name] = str(error)
 
-    def _act_on_changes(self, kind: str, changes) -> None:
-        act = {PODS: self._pod, GATEWAYS: self._gateway, SERVICES: self._service, CLAIMS: self._claim}[kind]
+    def _act_on_changes(self, act, changes) -> None:
         for event_type, obj in changes:
             if event_type != "DELETED":
                 act(obj)
-            elif kind == PODS:
+            elif act == self._pod:  # a pod gone: its address and its confirmed deletion are forgotten
                 self._forget_pod(obj["metadata"]["uid"])
 
     # --- objects --------------------------------------------------------------------------------------------------
